@@ -1,0 +1,1 @@
+"""Backends: the numpy reference evaluator, the Numba CPU backend, OpenCL and NPU delegates."""

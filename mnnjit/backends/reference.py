@@ -1,0 +1,61 @@
+"""The reference evaluator: computes every op with its plain-numpy ``ref`` from the op registry.
+
+It is the correctness oracle for the compiled backends and the fast path for small arrays.
+Intermediate values are released as soon as their last user has run.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..graph import Node, topo_order
+from ..ops import registry
+
+
+def compute_node(node: Node, inputs: list) -> np.ndarray | tuple:
+    """Run one node's reference implementation on input values and check the result's shape/dtype."""
+    opdef = registry.get(node.op)
+    with np.errstate(all="ignore"):
+        out = opdef.ref(inputs, node.attrs)
+    if node.dtype is None:  # multi-output node: a tuple of arrays
+        return tuple(np.asarray(o) for o in out)
+    out = np.asarray(out)
+    if out.dtype != node.dtype:
+        out = out.astype(node.dtype)
+    if out.shape != node.shape:
+        if out.size != node.size:
+            raise RuntimeError(f"op {node.op} produced shape {out.shape}, expected {node.shape}")
+        out = out.reshape(node.shape)
+    return out
+
+
+def evaluate(roots: list[Node]) -> None:
+    """Compute and cache the values of ``roots``."""
+    order = topo_order(roots)
+    users: dict[int, int] = {}
+    for node in order:
+        for inp in node.inputs:
+            users[id(inp)] = users.get(id(inp), 0) + 1
+    keep = {id(r) for r in roots}
+    values: dict[int, object] = {}
+    for node in order:
+        known = node.value
+        if known is not None:
+            values[id(node)] = known
+            continue
+        if node.op == "placeholder":
+            raise ValueError(f"placeholder {node.name or ''!r} (shape {list(node.shape)}) has no value: "
+                             "write() data into it before reading results that depend on it")
+        args = [values[id(i)] for i in node.inputs]
+        out = compute_node(node, args)
+        values[id(node)] = out
+        for inp in node.inputs:
+            k = id(inp)
+            users[k] -= 1
+            if users[k] == 0 and k not in keep:
+                values.pop(k, None)
+        if id(node) in keep:
+            if isinstance(out, np.ndarray):
+                if not out.flags.c_contiguous or out.base is not None:
+                    out = np.array(out, order="C")
+                out.flags.writeable = False
+            node.value = out

@@ -1,0 +1,113 @@
+"""mnnjit.expr: MNN.expr - the Var type, dtypes, data formats, const/placeholder/convert and the ops.
+
+The foundation provides creation, conversion and the elementwise/reduction core; the neural-network
+ops, ``save``/``load_as_list`` and the rest of MNN.expr live in the modules of this package.
+"""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as _np
+
+from .._dtypes import as_format, as_np_dtype, data_format, dtype
+from ..graph import Node as _Node
+from ..graph import const_node as _const_node
+from ..ops import build as _B
+from ..var import Var
+
+double = dtype.double
+float = dtype.float  # noqa: A001 - MNN's name
+int = dtype.int  # noqa: A001 - MNN's name
+int64 = dtype.int64
+uint8 = dtype.uint8
+int8 = dtype.int8
+NCHW = data_format.NCHW
+NHWC = data_format.NHWC
+NC4HW4 = data_format.NC4HW4
+
+
+def const(value_list: Any, shape: Sequence[int] | None = None, data_format: Any = NCHW,
+          dtype: Any = float) -> Var:
+    """A constant Var from a list/tuple/bytes/ndarray (or an int address of contiguous data) and a shape."""
+    fmt = as_format(data_format)
+    target = as_np_dtype(dtype)
+    if isinstance(value_list, (bytes, bytearray)):
+        arr = _np.frombuffer(bytes(value_list), dtype=target)
+    elif isinstance(value_list, Var):
+        arr = value_list.read_view().astype(target)
+    else:
+        arr = _B.to_array(value_list, target)
+    if shape is None:
+        shape = arr.shape
+    shape = tuple(_builtin_int(s) for s in shape)
+    size = 1
+    for s in shape:
+        size *= s
+    if arr.size != size:
+        raise ValueError(f"const: {arr.size} values do not fill shape {list(shape)} ({size} elements)")
+    return Var._from_node(_const_node(_np.array(arr).reshape(shape), fmt))
+
+
+_builtin_int = __builtins__["int"] if isinstance(__builtins__, dict) else __builtins__.int
+
+
+def placeholder(shape: Sequence[int] = (), format: Any = NCHW, dtype: Any = float) -> Var:  # noqa: A002
+    """An input Var of ``shape`` to be filled with ``write``."""
+    shape = tuple(_builtin_int(s) for s in shape)
+    node = _Node("placeholder", (), {}, shape, as_np_dtype(dtype), as_format(format))
+    return Var._from_node(node)
+
+
+def convert(x: Any, format: Any) -> Var:  # noqa: A002
+    """Re-lay ``x`` out in ``format`` (NCHW <-> NHWC transposes 4-D data; NC4HW4 packs channels)."""
+    node = _B.as_node(x)
+    dst = as_format(format)
+    if node.fmt == dst:
+        return Var._from_node(node)
+    return Var._from_node(_B.make_node("convert", (node,), {"src": node.fmt, "dst": dst}, fmt=dst))
+
+
+def cast(x: Any, dtype: Any = float) -> Var:
+    """``x`` converted to ``dtype``."""
+    return _B.cast(x, dtype)
+
+
+def scalar(value: Any, dtype: Any = None) -> Var:
+    """A 0-d constant Var."""
+    return Var._from_node(_B.scalar_node(value, None if dtype is None else as_np_dtype(dtype)))
+
+
+def _unary(op: str):
+    def fn(x: Any) -> Var:
+        return _B.unary(op, x)
+    fn.__name__ = op
+    fn.__doc__ = f"Elementwise {op}."
+    return fn
+
+
+def _binary(op: str):
+    def fn(x: Any, y: Any) -> Var:
+        return _B.binary(op, x, y)
+    fn.__name__ = op
+    fn.__doc__ = f"Elementwise {op} with broadcasting."
+    return fn
+
+
+for _name, _op in {
+    "abs": "abs", "negative": "neg", "floor": "floor", "ceil": "ceil", "square": "square", "sqrt": "sqrt",
+    "rsqrt": "rsqrt", "exp": "exp", "log": "log", "sin": "sin", "cos": "cos", "tan": "tan", "asin": "asin",
+    "acos": "acos", "atan": "atan", "reciprocal": "reciprocal", "log1p": "log1p", "tanh": "tanh",
+    "sigmoid": "sigmoid", "sign": "sign", "round": "round", "sinh": "sinh", "cosh": "cosh", "asinh": "asinh",
+    "acosh": "acosh", "atanh": "atanh", "erf": "erf", "erfc": "erfc", "expm1": "expm1", "softsign": "softsign",
+}.items():
+    globals()[_name] = _unary(_op)
+
+for _name, _op in {
+    "add": "add", "subtract": "sub", "multiply": "mul", "divide": "div", "pow": "pow", "minimum": "minimum",
+    "maximum": "maximum", "greater": "greater", "greater_equal": "greater_equal", "less": "less",
+    "less_equal": "less_equal", "equal": "equal", "not_equal": "not_equal", "floordiv": "floordiv",
+    "floormod": "mod", "mod": "fmod", "atan2": "atan2", "squared_difference": "squared_difference",
+    "logical_or": "logical_or", "bitwise_and": "bitwise_and", "bitwise_or": "bitwise_or",
+    "bitwise_xor": "bitwise_xor",
+}.items():
+    globals()[_name] = _binary(_op)

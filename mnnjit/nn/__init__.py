@@ -1,0 +1,1 @@
+"""mnnjit.nn: MNN.nn - loading .mnn models as Modules, runtime managers."""

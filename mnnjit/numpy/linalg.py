@@ -1,0 +1,1 @@
+"""mnnjit.numpy.linalg: MNN.numpy.linalg."""

@@ -1,0 +1,1 @@
+"""mnnjit.numpy.random: MNN.numpy.random."""

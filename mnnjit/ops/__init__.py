@@ -1,0 +1,13 @@
+"""The op registry and the op definitions.
+
+Importing this package imports every module in it, which registers its ops: a new op module only
+has to be added to this directory.
+"""
+import importlib as _importlib
+import pkgutil as _pkgutil
+
+from .registry import OpDef, all_ops, get, has, register  # noqa: F401
+
+for _mod in sorted(m.name for m in _pkgutil.iter_modules(__path__)):
+    if _mod not in ("registry", "build", "indexing"):
+        _importlib.import_module(f"{__name__}.{_mod}")

@@ -1,0 +1,330 @@
+"""Building graph nodes: the one place front ends turn arguments into nodes.
+
+Every front end (numpy, cv, expr, nn, Var operators) builds nodes through these helpers, which
+apply MNN's dtype rules, check arguments (raising numpy's exception types with the shapes and dtypes
+in the message) and infer the output shape and dtype through the op registry, before any work.
+"""
+from __future__ import annotations
+
+import numbers
+from typing import Any, Iterable, Sequence
+
+import numpy as np
+
+from .._dtypes import F32, I32, as_np_dtype, narrow, result_dtype
+from ..graph import Node, const_node
+from . import registry
+from .elementwise import BOOLEAN_OPS
+from .reduce import reduced_shape
+
+try:  # numpy >= 1.25
+    from numpy.exceptions import AxisError
+except ImportError:  # pragma: no cover
+    AxisError = np.AxisError  # type: ignore[attr-defined]
+
+
+def _var_cls():
+    from ..var import Var
+    return Var
+
+
+# ---------------------------------------------------------------- conversion to nodes
+
+def to_array(data: Any, dtype: Any = None) -> np.ndarray:
+    """Convert Python data (scalars, nested lists, ndarrays, Vars) to a numpy array of a storage dtype."""
+    Var = _var_cls()
+    if isinstance(data, Var):
+        arr = data.read_view()
+    elif isinstance(data, (list, tuple)) and any(isinstance(d, Var) for d in _flat_items(data)):
+        arr = np.array(_deep_read(data))
+    else:
+        arr = np.asarray(data)
+    if arr.dtype.kind in "OUSVMmc":
+        raise TypeError(f"mnnjit cannot make an array of {arr.dtype} data (from {type(data).__name__})")
+    if dtype is not None:
+        target = as_np_dtype(dtype)
+        if arr.dtype != target:
+            if arr.dtype.kind == "f" and target.kind in "iu":
+                with np.errstate(invalid="ignore"):
+                    arr = arr.astype(target)
+            else:
+                arr = arr.astype(target)
+        return arr
+    target = narrow(arr.dtype)
+    return arr if arr.dtype == target else arr.astype(target)
+
+
+def _flat_items(data):
+    for d in data:
+        if isinstance(d, (list, tuple)):
+            yield from _flat_items(d)
+        else:
+            yield d
+
+
+def _deep_read(data):
+    Var = _var_cls()
+    if isinstance(data, Var):
+        return data.read_view()
+    if isinstance(data, (list, tuple)):
+        return [_deep_read(d) for d in data]
+    return data
+
+
+def scalar_node(value: Any, dtype: np.dtype | None = None) -> Node:
+    """A 0-d const node for a Python scalar (int -> int32, float -> float32, bool -> int32)."""
+    if dtype is None:
+        if isinstance(value, (bool, np.bool_)):
+            dtype = I32
+        elif isinstance(value, numbers.Integral):
+            dtype = I32
+        elif isinstance(value, numbers.Real):
+            dtype = F32
+        else:
+            raise TypeError(f"unsupported operand type: {type(value).__name__}")
+    with np.errstate(over="ignore", invalid="ignore"):
+        arr = np.array(value).astype(dtype)
+    return const_node(arr)
+
+
+def as_node(x: Any) -> Node:
+    """The node behind a Var, or a const node for Python/numpy data."""
+    Var = _var_cls()
+    if isinstance(x, Var):
+        return x._node
+    if isinstance(x, Node):
+        return x
+    if isinstance(x, (numbers.Number, np.bool_)) and not isinstance(x, np.generic):
+        return scalar_node(x)
+    return const_node(to_array(x))
+
+
+def wrap(node: Node):
+    """A new Var handle on ``node``."""
+    return _var_cls()._from_node(node)
+
+
+def make_node(op: str, inputs: Sequence[Node], attrs: dict | None = None, fmt: str | None = None,
+              name: str = "") -> Node:
+    """Build a node of registered op ``op``: its shape and dtype come from the op's ``infer``."""
+    attrs = {} if attrs is None else attrs
+    opdef = registry.get(op)
+    inputs = tuple(inputs)
+    if fmt is None:
+        fmt = inputs[0].fmt if inputs else "NCHW"
+    if opdef.n_out > 1:
+        metas = opdef.infer(inputs, attrs)
+        attrs = dict(attrs, out_meta=tuple((tuple(s), np.dtype(d)) for s, d in metas))
+        return Node(op, inputs, attrs, (), None, fmt, name=name)
+    shape, dtype = opdef.infer(inputs, attrs)
+    return Node(op, inputs, attrs, tuple(int(d) for d in shape), np.dtype(dtype), fmt, name=name)
+
+
+def make(op: str, inputs: Sequence[Any], attrs: dict | None = None, fmt: str | None = None):
+    """Build a node of op ``op`` from Vars/data and return a Var (a tuple of Vars for multi-output ops)."""
+    nodes = [as_node(i) for i in inputs]
+    node = make_node(op, nodes, attrs, fmt)
+    if node.dtype is None:  # multi-output
+        return tuple(wrap(n) for n in split_outputs(node))
+    return wrap(node)
+
+
+def split_outputs(node: Node) -> list[Node]:
+    """The per-output nodes of a multi-output node."""
+    return [Node("tuple_get", (node,), {"index": k, "shape": s, "dtype": d}, s, d, node.fmt)
+            for k, (s, d) in enumerate(node.attrs["out_meta"])]
+
+
+def _fmt_of(*xs: Any) -> str:
+    Var = _var_cls()
+    for x in xs:
+        if isinstance(x, Var):
+            return x._node.fmt
+        if isinstance(x, Node):
+            return x.fmt
+    return "NCHW"
+
+
+# ---------------------------------------------------------------- dtype handling
+
+def cast_node(node: Node, dtype: np.dtype) -> Node:
+    """``node`` converted to ``dtype`` (the node itself when it already has it)."""
+    dtype = np.dtype(dtype)
+    if node.dtype == dtype:
+        return node
+    if node.op == "const" and node.size <= 64:
+        with np.errstate(invalid="ignore", over="ignore"):
+            return const_node(node.value.astype(dtype), node.fmt)
+    return make_node("cast", (node,), {"dtype": dtype})
+
+
+def cast(x: Any, dtype: Any):
+    """``x.astype(dtype)`` as a Var (dtype narrowed to MNN's 32-bit types)."""
+    return wrap(cast_node(as_node(x), as_np_dtype(dtype)))
+
+
+#: Unary ops that compute in floating point (integer inputs are converted to float32 first).
+FLOAT_UNARY = frozenset({
+    "sqrt", "rsqrt", "exp", "expm1", "log", "log1p", "log2", "log10", "sin", "cos", "tan", "asin", "acos",
+    "atan", "sinh", "cosh", "tanh", "asinh", "acosh", "atanh", "sigmoid", "erf", "erfc", "gelu", "gelu_tanh",
+    "softplus", "softsign",
+})
+INT_ONLY = frozenset({"invert", "bitwise_and", "bitwise_or", "bitwise_xor", "left_shift", "right_shift"})
+FLOAT_BINARY = frozenset({"div", "atan2", "hypot", "copysign"})
+
+
+def unary(op: str, x: Any):
+    """Apply elementwise unary ``op`` to ``x`` (as a Var)."""
+    node = as_node(x)
+    if op in FLOAT_UNARY and node.dtype.kind != "f":
+        node = cast_node(node, F32)
+    elif op in INT_ONLY and node.dtype.kind == "f":
+        raise TypeError(f"ufunc '{op}' not supported for the input types ({node.dtype})")
+    return wrap(make_node(op, (node,)))
+
+
+def binary(op: str, a: Any, b: Any):
+    """Apply elementwise binary ``op`` with numpy broadcasting and MNN's dtype rules."""
+    na, nb = as_node(a), as_node(b)
+    dt = result_dtype(na.dtype, nb.dtype)
+    if op in FLOAT_BINARY and dt.kind != "f":
+        dt = F32
+    if op in INT_ONLY and dt.kind == "f":
+        raise TypeError(f"ufunc '{op}' not supported for the input types ({na.dtype}, {nb.dtype})")
+    fmt = _fmt_of(a, b)
+    return wrap(make_node(op, (cast_node(na, dt), cast_node(nb, dt)), fmt=fmt))
+
+
+def select(cond: Any, a: Any, b: Any):
+    """``where(cond, a, b)`` elementwise."""
+    nc = as_node(cond)
+    if nc.dtype != I32:
+        nc = make_node("not_equal", (nc, scalar_node(0, nc.dtype)))
+    na, nb = as_node(a), as_node(b)
+    dt = result_dtype(na.dtype, nb.dtype)
+    return wrap(make_node("select", (nc, cast_node(na, dt), cast_node(nb, dt)), fmt=_fmt_of(a, b, cond)))
+
+
+def is_boolean(node: Node) -> bool:
+    """Whether ``node``'s int32 values are truth values (a comparison or logical op)."""
+    return node.op in BOOLEAN_OPS
+
+
+# ---------------------------------------------------------------- axes and shapes
+
+def normalize_axis(axis: int, ndim: int) -> int:
+    """A non-negative axis, or numpy's AxisError."""
+    if isinstance(axis, bool) or not isinstance(axis, (numbers.Integral,)):
+        raise TypeError(f"axis must be an integer, not {type(axis).__name__}")
+    axis = int(axis)
+    if not -ndim <= axis < ndim:
+        raise AxisError(axis, ndim)
+    return axis + ndim if axis < 0 else axis
+
+
+def normalize_axes(axis: Any, ndim: int) -> tuple[int, ...]:
+    """Sorted non-negative axes for ``axis`` given as None (all), an int, a tuple or a list."""
+    if axis is None:
+        return tuple(range(ndim))
+    if isinstance(axis, (list, tuple)):
+        axes = tuple(normalize_axis(a, ndim) for a in axis)
+        if len(set(axes)) != len(axes):
+            raise ValueError("duplicate value in 'axis'")
+        return tuple(sorted(axes))
+    return (normalize_axis(axis, ndim),)
+
+
+def reduce(op: str, x: Any, axis: Any = None, keepdims: bool = False, dtype: Any = None):
+    """Reduce ``x`` over ``axis`` with reduction op ``op``."""
+    node = as_node(x)
+    if dtype is not None:
+        node = cast_node(node, as_np_dtype(dtype))
+    axes = normalize_axes(axis, len(node.shape))
+    return wrap(make_node(op, (node,), {"axes": axes, "keepdims": bool(keepdims)}))
+
+
+def resolve_shape(size: int, shape: Iterable[Any]) -> tuple[int, ...]:
+    """Resolve a reshape target (with at most one -1) against ``size`` elements, numpy's errors."""
+    if isinstance(shape, (numbers.Integral,)):
+        shape = (shape,)
+    shape = [int(s) for s in shape]
+    unknown = [i for i, s in enumerate(shape) if s == -1]
+    if len(unknown) > 1:
+        raise ValueError("can only specify one unknown dimension")
+    if any(s < -1 for s in shape):
+        raise ValueError("negative dimensions not allowed")
+    known = 1
+    for s in shape:
+        if s != -1:
+            known *= s
+    if unknown:
+        if known == 0 or size % known:
+            raise ValueError(f"cannot reshape array of size {size} into shape {tuple(shape)}")
+        shape[unknown[0]] = size // known
+    elif known != size:
+        raise ValueError(f"cannot reshape array of size {size} into shape {tuple(shape)}")
+    return tuple(shape)
+
+
+def reshape(x: Any, shape: Any):
+    """``x`` with a new shape (numpy's rules, one -1 allowed)."""
+    node = as_node(x)
+    target = resolve_shape(node.size, shape)
+    if target == node.shape:
+        return wrap(node)
+    return wrap(make_node("reshape", (node,), {"shape": target}))
+
+
+def transpose(x: Any, perm: Sequence[int] | None = None):
+    """``x`` with its axes permuted (reversed when ``perm`` is None)."""
+    node = as_node(x)
+    nd = len(node.shape)
+    if perm is None:
+        perm = tuple(range(nd - 1, -1, -1))
+    else:
+        perm = tuple(normalize_axis(p, nd) for p in perm)
+        if sorted(perm) != list(range(nd)):
+            raise ValueError("axes don't match array")
+    if perm == tuple(range(nd)):
+        return wrap(node)
+    return wrap(make_node("transpose", (node,), {"perm": perm}))
+
+
+def broadcast_to(x: Any, shape: Sequence[int]):
+    """``x`` broadcast to ``shape`` (numpy's rules and error)."""
+    node = as_node(x)
+    shape = tuple(int(s) for s in shape)
+    from .elementwise import broadcast_shape
+    if len(shape) < len(node.shape) or broadcast_shape(node.shape, shape) != shape:
+        raise ValueError(f"operands could not be broadcast together with remapped shapes "
+                         f"[original->remapped]: {node.shape} and requested shape {shape}")
+    if shape == node.shape:
+        return wrap(node)
+    return wrap(make_node("broadcast_to", (node,), {"shape": shape}))
+
+
+def concat(xs: Sequence[Any], axis: int = 0):
+    """Join ``xs`` along ``axis`` (dtypes promoted)."""
+    nodes = [as_node(x) for x in xs]
+    if not nodes:
+        raise ValueError("need at least one array to concatenate")
+    nd = len(nodes[0].shape)
+    if nd == 0:
+        raise ValueError("zero-dimensional arrays cannot be concatenated")
+    for i, n in enumerate(nodes):
+        if len(n.shape) != nd:
+            raise ValueError("all the input arrays must have same number of dimensions, but the array at index 0 "
+                             f"has {nd} dimension(s) and the array at index {i} has {len(n.shape)} dimension(s)")
+    axis = normalize_axis(axis, nd)
+    dt = result_dtype(*(n.dtype for n in nodes))
+    nodes = [cast_node(n, dt) for n in nodes]
+    if len(nodes) == 1:
+        return wrap(nodes[0])
+    return wrap(make_node("concat", nodes, {"axis": axis}, fmt=nodes[0].fmt))
+
+
+def matmul(a: Any, b: Any):
+    """numpy.matmul with MNN's dtype rules."""
+    na, nb = as_node(a), as_node(b)
+    dt = result_dtype(na.dtype, nb.dtype)
+    return wrap(make_node("matmul", (cast_node(na, dt), cast_node(nb, dt)), fmt=_fmt_of(a, b)))

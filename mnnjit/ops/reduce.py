@@ -1,0 +1,86 @@
+"""Reductions over ``attrs["axes"]`` (a sorted tuple of non-negative axes) with ``attrs["keepdims"]``."""
+from __future__ import annotations
+
+import numpy as np
+
+from .._dtypes import F32, I32
+from .registry import OpDef, register
+
+
+def reduced_shape(shape: tuple[int, ...], axes: tuple[int, ...], keepdims: bool) -> tuple[int, ...]:
+    """The shape left after reducing ``axes``."""
+    if keepdims:
+        return tuple(1 if i in axes else d for i, d in enumerate(shape))
+    return tuple(d for i, d in enumerate(shape) if i not in axes)
+
+
+def _infer(out_dtype):
+    def infer(inputs, attrs):
+        x = inputs[0]
+        dt = out_dtype(x.dtype)
+        return reduced_shape(x.shape, attrs["axes"], attrs["keepdims"]), dt
+    return infer
+
+
+def _acc_dtype(dt):
+    return F32 if dt.kind == "f" else I32
+
+
+def _check_nonempty(x, axes, what):
+    if any(x.shape[a] == 0 for a in axes):
+        raise ValueError(f"zero-size array to reduction operation {what} which has no identity")
+
+
+def _ref(np_fn, needs_identity=None):
+    def ref(xs, attrs):
+        x = xs[0]
+        axes = attrs["axes"]
+        if needs_identity:
+            _check_nonempty(x, axes, needs_identity)
+        with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+            return np_fn(x, axis=axes, keepdims=attrs["keepdims"])
+    return ref
+
+
+def _sum(x, axis, keepdims):
+    return np.sum(x, axis=axis, keepdims=keepdims, dtype=_acc_dtype(x.dtype) if x.dtype.kind != "f" else None)
+
+
+def _prod(x, axis, keepdims):
+    return np.prod(x, axis=axis, keepdims=keepdims, dtype=_acc_dtype(x.dtype) if x.dtype.kind != "f" else None)
+
+
+def _mean(x, axis, keepdims):
+    return np.mean(x, axis=axis, keepdims=keepdims, dtype=np.float64 if x.dtype.kind != "f" else None)
+
+
+def _any(x, axis, keepdims):
+    return np.any(x, axis=axis, keepdims=keepdims)
+
+
+def _all(x, axis, keepdims):
+    return np.all(x, axis=axis, keepdims=keepdims)
+
+
+register(OpDef("reduce_sum", "reduce", _infer(_acc_dtype), _ref(_sum), scalar="acc + a", mnn_type="Reduction"))
+register(OpDef("reduce_prod", "reduce", _infer(_acc_dtype), _ref(_prod), scalar="acc * a", mnn_type="Reduction"))
+register(OpDef("reduce_mean", "reduce", _infer(lambda d: F32), _ref(_mean), scalar="acc + a", mnn_type="Reduction"))
+register(OpDef("reduce_max", "reduce", _infer(lambda d: d), _ref(np.max, "maximum"), scalar="max(acc, a)",
+               mnn_type="Reduction"))
+register(OpDef("reduce_min", "reduce", _infer(lambda d: d), _ref(np.min, "minimum"), scalar="min(acc, a)",
+               mnn_type="Reduction"))
+register(OpDef("reduce_any", "reduce", _infer(lambda d: I32), _ref(_any), mnn_type="Reduction"))
+register(OpDef("reduce_all", "reduce", _infer(lambda d: I32), _ref(_all), mnn_type="Reduction"))
+
+
+def _arg_ref(np_fn, what):
+    def ref(xs, attrs):
+        x = xs[0]
+        (axis,) = attrs["axes"]
+        _check_nonempty(x, (axis,), what)
+        return np_fn(x, axis=axis, keepdims=attrs["keepdims"])
+    return ref
+
+
+register(OpDef("argmax", "reduce", _infer(lambda d: I32), _arg_ref(np.argmax, "argmax"), mnn_type="ArgMax"))
+register(OpDef("argmin", "reduce", _infer(lambda d: I32), _arg_ref(np.argmin, "argmin"), mnn_type="ArgMin"))

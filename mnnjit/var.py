@@ -1,0 +1,429 @@
+"""``Var``: MNN's VARP, a user handle on a lazy graph node.
+
+A Var points at an immutable :class:`~mnnjit.graph.Node`. Operators and methods build new nodes;
+values are computed only when read (``read``, printing, ``__array__``, ``float``, ...). Assignment
+(``x[i] = v``, ``write``, ``fill``) re-points the handle at a new node, so Vars built from the old
+value keep it, as numpy arrays would.
+
+Many methods are the ``mnnjit.numpy`` functions of the same name (as in pymnn, where
+``Var.sum`` is ``MNN.numpy.sum``).
+"""
+from __future__ import annotations
+
+from typing import Any, Iterator
+
+import numpy as np
+
+from ._dtypes import as_format, as_np_dtype, data_format, to_enum
+from .graph import Node, bump_write_counter
+
+
+def _np():
+    from . import numpy as mnp
+    return mnp
+
+
+class Var:
+    """A lazy array (MNN's VARP): see the module docstring."""
+
+    __slots__ = ("_node", "__weakref__")
+    __array_priority__ = 100.0
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        raise TypeError("Var() cannot be created directly: use mnnjit.expr.const or mnnjit.numpy.array")
+
+    @classmethod
+    def _from_node(cls, node: Node) -> "Var":
+        v = object.__new__(cls)
+        v._node = node
+        return v
+
+    # ------------------------------------------------------------ metadata
+    @property
+    def shape(self) -> list[int]:
+        """The shape, as a list (MNN returns lists)."""
+        return list(self._node.shape)
+
+    @property
+    def dtype(self):
+        """The MNN dtype enum member (``dtype.float``, ``dtype.int``, ...)."""
+        return to_enum(self._node.dtype)
+
+    @property
+    def data_format(self) -> data_format:
+        """The data format label (``data_format.NCHW``, ``NHWC`` or ``NC4HW4``)."""
+        return data_format[self._node.fmt]
+
+    @property
+    def size(self) -> int:
+        """Number of elements."""
+        return self._node.size
+
+    @property
+    def ndim(self) -> int:
+        """Number of dimensions."""
+        return len(self._node.shape)
+
+    @property
+    def name(self) -> str:
+        """The node's name ('' when unnamed)."""
+        return self._node.name
+
+    @name.setter
+    def name(self, value: str) -> None:
+        self._node.name = str(value)
+
+    @property
+    def valid(self) -> bool:
+        """Always True: mnnjit raises at build time instead of making invalid Vars."""
+        return True
+
+    @property
+    def op_type(self) -> str:
+        """MNN's op type name of the expression producing this Var (``Const``, ``Input``, ``BinaryOp``...)."""
+        from .ops import registry
+        node = self._node
+        if node.op == "placeholder":
+            return "Input"
+        if node.op == "const" or node.value is not None and not node.live and node.op in ("const",):
+            return "Const"
+        opdef = registry.get(node.op)
+        return opdef.mnn_type or node.op
+
+    @property
+    def inputs(self) -> list["Var"]:
+        """The input Vars of this Var's expression."""
+        return [Var._from_node(n) for n in self._node.inputs]
+
+    # ------------------------------------------------------------ values
+    def _value(self) -> np.ndarray:
+        node = self._node
+        v = node.value
+        if v is None:
+            from .runtime import evaluate
+            evaluate([node])
+            v = node.value
+        return v
+
+    def read_view(self) -> np.ndarray:
+        """The value as a read-only numpy array in the logical layout (no copy)."""
+        return self._value()
+
+    def _packed(self) -> np.ndarray:
+        """The data as MNN stores it: NC4HW4 packs channels in blocks of 4 (zero padded)."""
+        v = self._value()
+        if self._node.fmt != "NC4HW4" or v.ndim < 2:
+            return v
+        from .layout import pack_nc4hw4
+        return pack_nc4hw4(v)
+
+    def read(self) -> np.ndarray:
+        """The value as a new numpy array (NC4HW4 data shown in MNN's packed order)."""
+        if self._node.fmt == "NC4HW4" and self._node.size:
+            packed = self._packed().ravel()
+            return np.array(packed[: self.size].reshape(self._node.shape))
+        return np.array(self._value(), copy=True)
+
+    def read_as_tuple(self) -> tuple:
+        """The data as a flat tuple of Python numbers (NC4HW4: the whole packed buffer)."""
+        return tuple(self._packed().ravel().tolist())
+
+    def write(self, data: Any) -> None:
+        """Overwrite the data (keeps shape and dtype; a placeholder takes new contents)."""
+        from .ops.build import to_array
+        arr = to_array(data, self._node.dtype)
+        node = self._node
+        if arr.size != node.size:
+            raise ValueError(f"write: got {arr.size} elements for a Var of shape {list(node.shape)}")
+        arr = np.array(arr.reshape(node.shape), order="C")
+        arr.flags.writeable = False
+        if node.op == "placeholder":
+            node.value = arr
+            bump_write_counter()
+        else:
+            self._node = Node("const", (), {}, node.shape, node.dtype, node.fmt, arr, node.name)
+
+    def fix_as_const(self) -> None:
+        """Compute the value now and make this Var a constant."""
+        node = self._node
+        v = self._value()
+        self._node = Node("const", (), {}, node.shape, node.dtype, node.fmt, v, node.name)
+
+    def fix_as_placeholder(self) -> None:
+        """Make this Var an input that can be written (keeps its current value if it has one)."""
+        node = self._node
+        v = node.value if node.op in ("const", "placeholder") else None
+        self._node = Node("placeholder", (), {}, node.shape, node.dtype, node.fmt, v, node.name)
+
+    def fix_as_trainable(self) -> None:
+        """Make this Var a trainable constant (mnnjit has no training: it becomes a constant)."""
+        self.fix_as_const()
+
+    def close(self) -> None:
+        """Drop this Var's inputs (it keeps its value when it has been computed)."""
+        self.fix_as_const() if self._node.value is not None else None
+
+    def copy_from(self, src: "Var") -> None:
+        """Make this Var compute what ``src`` computes."""
+        self._node = src._node
+
+    def replace(self, src: "Var") -> None:
+        """Replace this Var's expression with ``src``'s."""
+        self._node = src._node
+
+    def set_inputs(self, inputs: list["Var"]) -> None:
+        """Re-point the inputs of this Var's op at ``inputs`` (same count; shapes are re-inferred)."""
+        from .ops.build import make_node
+        node = self._node
+        if len(inputs) != len(node.inputs):
+            raise ValueError(f"set_inputs: op {node.op} takes {len(node.inputs)} inputs, got {len(inputs)}")
+        self._node = make_node(node.op, [i._node for i in inputs], node.attrs, node.fmt, node.name)
+
+    def set_order(self, fmt: Any) -> None:
+        """Relabel the data format without moving data."""
+        node = self._node
+        new = as_format(fmt)
+        if node.op == "placeholder":
+            node.fmt = new
+            return
+        from .ops.build import make_node
+        self._node = make_node("copy", (node,), fmt=new) if node.value is None else \
+            Node("const", (), {}, node.shape, node.dtype, new, node.value, node.name)
+
+    def reorder(self, fmt: Any) -> None:
+        """Same as ``set_order`` (relabel the data format)."""
+        self.set_order(fmt)
+
+    def resize(self, shape: list[int]) -> None:
+        """Give a placeholder a new shape (its contents are dropped)."""
+        node = self._node
+        shape = tuple(int(s) for s in shape)
+        if node.op != "placeholder":
+            from .ops.build import reshape
+            self._node = reshape(self, shape)._node
+            return
+        self._node = Node("placeholder", (), {}, shape, node.dtype, node.fmt, None, node.name)
+
+    def sync(self) -> None:
+        """Compute the value now (MNN syncs device data; mnnjit computes on the host)."""
+        self._value()
+
+    @property
+    def ptr(self) -> int:
+        """Address of the computed data."""
+        return int(self._value().ctypes.data)
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        v = self.read() if self._node.fmt == "NC4HW4" else self._value()
+        if dtype is not None:
+            return v.astype(dtype)
+        return np.array(v, copy=True) if copy else v
+
+    # ------------------------------------------------------------ printing and conversions
+    def __repr__(self) -> str:
+        return repr(self.read() if self._node.fmt == "NC4HW4" else self._value())
+
+    __str__ = __repr__
+
+    def _scalar(self, kind: str):
+        if self.size != 1:
+            raise TypeError(f"only length-1 arrays can be converted to Python scalars (got size {self.size})")
+        return self._value().reshape(()).item()
+
+    def __float__(self) -> float:
+        return float(self._scalar("float"))
+
+    def __int__(self) -> int:
+        return int(self._scalar("int"))
+
+    def __index__(self) -> int:
+        if self._node.dtype.kind == "f" or self.size != 1:
+            raise TypeError("only integer scalar arrays can be converted to a scalar index")
+        return int(self._scalar("int"))
+
+    def __bool__(self) -> bool:
+        if self.size != 1:
+            raise ValueError("The truth value of an array with more than one element is ambiguous. "
+                             "Use a.any() or a.all()")
+        return bool(self._scalar("bool"))
+
+    def item(self, *idx: Any):
+        """One element as a Python scalar (``item()`` needs a size-1 Var)."""
+        v = self._value()
+        if not idx:
+            return self._scalar("item")
+        if len(idx) == 1:
+            return v.ravel()[idx[0]].item() if not isinstance(idx[0], tuple) else v[idx[0]].item()
+        return v[idx].item()
+
+    def tolist(self):
+        """The value as nested Python lists."""
+        return self._value().tolist()
+
+    def __len__(self) -> int:
+        if not self._node.shape:
+            raise TypeError("len() of unsized object")
+        return self._node.shape[0]
+
+    def __iter__(self) -> Iterator[Any]:
+        if not self._node.shape:
+            raise TypeError("iteration over a 0-d array")
+        for i in range(self._node.shape[0]):
+            yield self[i]
+
+    def __hash__(self) -> int:
+        return id(self)
+
+    def __copy__(self) -> "Var":
+        return self.copy()
+
+    def __deepcopy__(self, memo: dict) -> "Var":
+        return self.copy()
+
+    def __reduce__(self):
+        from .ops.build import wrap  # noqa: F401
+        return (_rebuild, (self.read(), self._node.fmt))
+
+    # ------------------------------------------------------------ indexing
+    def __getitem__(self, key: Any):
+        from .ops.indexing import getitem
+        out = getitem(self, key)
+        if out._node.shape == () and _all_int_key(key):
+            return out._value().item()
+        return out
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        from .ops.indexing import setitem_node
+        self._node = setitem_node(self._node, key, value)
+
+    # ------------------------------------------------------------ shape methods
+    @property
+    def T(self) -> "Var":  # noqa: N802 - numpy's name
+        """The transpose (axes reversed)."""
+        return B.transpose(self)
+
+    def astype(self, dtype: Any) -> "Var":
+        """This Var converted to ``dtype`` (narrowed to MNN's 32-bit types)."""
+        return B.cast(self, dtype)
+
+    def copy(self, *args: Any, **kwargs: Any) -> "Var":
+        """A copy (a new Var with the same value)."""
+        return B.wrap(self._node)
+
+    def reshape(self, *shape: Any, **kwargs: Any) -> "Var":
+        """This Var with a new shape."""
+        if "newshape" in kwargs or "shape" in kwargs:
+            shape = kwargs.get("shape", kwargs.get("newshape"))
+        elif len(shape) == 1:
+            shape = shape[0]
+        return B.reshape(self, shape)
+
+    def transpose(self, *axes: Any) -> "Var":
+        """Permute the axes (reverse them when none are given)."""
+        if len(axes) == 1 and (axes[0] is None or isinstance(axes[0], (list, tuple))):
+            axes = axes[0]
+        return B.transpose(self, axes or None)
+
+    def flatten(self, order: str = "C") -> "Var":
+        """A 1-D copy."""
+        return B.reshape(self, (-1,))
+
+    ravel = flatten
+
+    def __matmul__(self, other: Any) -> "Var":
+        return B.matmul(self, other)
+
+    def __rmatmul__(self, other: Any) -> "Var":
+        return B.matmul(other, self)
+
+    # ------------------------------------------------------------ arithmetic
+    def __add__(self, o): return B.binary("add", self, o)
+    def __radd__(self, o): return B.binary("add", o, self)
+    def __sub__(self, o): return B.binary("sub", self, o)
+    def __rsub__(self, o): return B.binary("sub", o, self)
+    def __mul__(self, o): return B.binary("mul", self, o)
+    def __rmul__(self, o): return B.binary("mul", o, self)
+    def __truediv__(self, o): return B.binary("div", self, o)
+    def __rtruediv__(self, o): return B.binary("div", o, self)
+    def __floordiv__(self, o): return B.binary("floordiv", self, o)
+    def __rfloordiv__(self, o): return B.binary("floordiv", o, self)
+    def __mod__(self, o): return B.binary("mod", self, o)
+    def __rmod__(self, o): return B.binary("mod", o, self)
+    def __pow__(self, o, mod=None): return B.binary("pow", self, o)
+    def __rpow__(self, o, mod=None): return B.binary("pow", o, self)
+    def __and__(self, o): return B.binary("bitwise_and", self, o)
+    def __rand__(self, o): return B.binary("bitwise_and", o, self)
+    def __or__(self, o): return B.binary("bitwise_or", self, o)
+    def __ror__(self, o): return B.binary("bitwise_or", o, self)
+    def __xor__(self, o): return B.binary("bitwise_xor", self, o)
+    def __rxor__(self, o): return B.binary("bitwise_xor", o, self)
+    def __lshift__(self, o): return B.binary("left_shift", self, o)
+    def __rlshift__(self, o): return B.binary("left_shift", o, self)
+    def __rshift__(self, o): return B.binary("right_shift", self, o)
+    def __rrshift__(self, o): return B.binary("right_shift", o, self)
+    def __eq__(self, o): return B.binary("equal", self, o)  # type: ignore[override]
+    def __ne__(self, o): return B.binary("not_equal", self, o)  # type: ignore[override]
+    def __lt__(self, o): return B.binary("less", self, o)
+    def __le__(self, o): return B.binary("less_equal", self, o)
+    def __gt__(self, o): return B.binary("greater", self, o)
+    def __ge__(self, o): return B.binary("greater_equal", self, o)
+    def __neg__(self): return B.unary("neg", self)
+    def __pos__(self): return B.wrap(self._node)
+    def __abs__(self): return B.unary("abs", self)
+
+    def __invert__(self):
+        if B.is_boolean(self._node):
+            return B.unary("logical_not", self)
+        return B.unary("invert", self)
+
+    def __iadd__(self, o): return self._inplace("add", o)
+    def __isub__(self, o): return self._inplace("sub", o)
+    def __imul__(self, o): return self._inplace("mul", o)
+    def __itruediv__(self, o): return self._inplace("div", o)
+    def __ifloordiv__(self, o): return self._inplace("floordiv", o)
+
+    def _inplace(self, op: str, o: Any) -> "Var":
+        out = B.binary(op, self, o)
+        if out._node.dtype != self._node.dtype and self._node.dtype.kind != "f" and out._node.dtype.kind == "f":
+            raise TypeError(f"Cannot cast ufunc '{op}' output from dtype('float32') to dtype('{self._node.dtype}')"
+                            " with casting rule 'same_kind'")
+        self._node = B.cast(out, self._node.dtype)._node
+        return self
+
+    def __round__(self, ndigits: int | None = None):
+        return _np().around(self, ndigits or 0)
+
+    # ------------------------------------------------------------ numpy methods (as pymnn attaches them)
+    def __getattr__(self, name: str):
+        if name.startswith("_"):
+            raise AttributeError(name)
+        fn = _VAR_METHODS.get(name)
+        if fn is None:
+            raise AttributeError(f"'Var' object has no attribute '{name}'")
+        target = getattr(_np(), fn, None)
+        if target is None:
+            raise AttributeError(f"'Var' object has no attribute '{name}'")
+        return lambda *a, **k: target(self, *a, **k)
+
+
+#: Var methods that are mnnjit.numpy functions, as in pymnn.
+_VAR_METHODS = {n: n for n in (
+    "all", "any", "argmax", "argmin", "argpartition", "argsort", "clip", "dot", "fill", "max", "mean", "min",
+    "nonzero", "prod", "ptp", "repeat", "round", "searchsorted", "sort", "squeeze", "std", "sum", "swapaxes",
+    "var", "cumsum", "cumprod", "partition", "trace", "diagonal",
+)}
+_VAR_METHODS.update({"max": "amax", "min": "amin"})
+
+
+def _all_int_key(key: Any) -> bool:
+    items = key if isinstance(key, tuple) else (key,)
+    import numbers
+    return all(isinstance(k, (numbers.Integral, np.integer)) and not isinstance(k, (bool, np.bool_)) for k in items)
+
+
+def _rebuild(arr: np.ndarray, fmt: str) -> Var:
+    from .graph import const_node
+    return Var._from_node(const_node(arr, fmt))
+
+
+from .ops import build as B  # noqa: E402  (after Var: build refers back to this module)
