@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from typing import Any, Dict, List
 
-import flatbuffers
 import numpy as np
 
 from .errors import MNNFormatError
@@ -33,6 +32,8 @@ class Encoder:
     """Serialize table dicts into one FlatBuffers ``Builder``."""
 
     def __init__(self, schema: Schema, initial_size: int = 1 << 16) -> None:
+        import flatbuffers  # imported on first write only
+
         self.schema = schema
         self.b = flatbuffers.Builder(initial_size)
         self._strings: Dict[bytes, int] = {}
