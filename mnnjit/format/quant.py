@@ -28,6 +28,7 @@ also multiplied by ``quantScale`` (not for old type-4 models).
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any, Dict, Optional, Tuple
 
@@ -113,6 +114,14 @@ def unpack_bits(data: bytes, count: int, bits: int) -> np.ndarray:
     return (allbits.astype(np.uint16) @ weights).astype(np.uint8)
 
 
+def _count(shape: Tuple[int, ...], limit: int, what: str) -> int:
+    count = math.prod(shape)
+    if count > limit:
+        raise MNNFormatError(f"{what}: shape {list(shape)} ({count} weights) is implausibly "
+                             f"large for a {limit // 256}-byte buffer")
+    return count
+
+
 def _need_bits(n: int) -> int:
     return max(1, (n - 1).bit_length())
 
@@ -120,7 +129,7 @@ def _need_bits(n: int) -> int:
 def _dense_codes(buf: bytes, shape_int32: bool, what: str) -> Tuple[np.ndarray, Tuple[int, ...], int]:
     s = _Stream(buf, what)
     shape = s.shape(shape_int32)
-    count = int(np.prod(shape, dtype=np.int64))
+    count = _count(shape, 256 * len(buf), what)
     nsamples = s.u8("sample count") or 256
     samples = np.sort(np.frombuffer(s.take(nsamples, "samples"), np.int8))
     bits = _need_bits(nsamples)
@@ -137,7 +146,7 @@ def _sparse_codes(buf: bytes, shape_int32: bool, alpha: Optional[np.ndarray],
                   what: str) -> Tuple[np.ndarray, Tuple[int, ...], int]:
     s = _Stream(buf, what)
     shape = s.shape(shape_int32)
-    count = int(np.prod(shape, dtype=np.int64))
+    count = _count(shape, 256 * len(buf), what)
     nnz = s.u32("nnz")
     if nnz > count:
         raise MNNFormatError(f"{what}: {nnz} non-zeros for {count} weights")
@@ -234,6 +243,9 @@ def decode_quantized_weight(quan: Dict[str, Any], what: str = "quanParameter") -
         index = np.asarray(index, np.int64)
         if alpha is None or alpha.size != index.size:
             raise MNNFormatError(f"{what}: sparse index without matching alpha")
+        if size > max(1 << 24, 1024 * index.size):
+            raise MNNFormatError(f"{what}: weightSize {size} implausibly large for "
+                                 f"{index.size} non-zeros")
         if index.size and int(index.max()) >= size:
             raise MNNFormatError(f"{what}: sparse index {int(index.max())} out of range for "
                                  f"weightSize {size}")

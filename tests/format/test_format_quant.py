@@ -166,3 +166,35 @@ def test_index_out_of_samples_raises():
             "quantScale": 1.0}
     with pytest.raises(F.MNNFormatError, match="out of range"):
         F.decode_quantized_weight(quan)
+
+
+def test_huge_declared_shapes_are_rejected_without_allocating():
+    buf = bytes([4]) + np.array([2 ** 31, 2 ** 31, 2 ** 31, 7], "<u4").tobytes() + bytes([0])
+    for qtype in (1, 2):
+        quan = {"type": qtype, "buffer": np.frombuffer(buf, np.int8), "shapeInt32": True,
+                "alpha": np.ones(2, np.float32), "quantScale": 1.0}
+        with pytest.raises(F.MNNFormatError, match="implausibly large"):
+            F.decode_quantized_weight(quan)
+    quan = {"index": np.array([0], np.uint32), "alpha": np.ones(1, np.float32),
+            "weightSize": 2 ** 32 - 1}
+    with pytest.raises(F.MNNFormatError, match="implausibly large"):
+        F.decode_quantized_weight(quan)
+
+
+@settings(max_examples=150, deadline=None)
+@given(flips=st.lists(st.tuples(st.integers(0, 300), st.integers(1, 255)), min_size=1,
+                      max_size=6), cut=st.integers(0, 400))
+def test_random_corruption_of_quant_buffer(flips, cut):
+    quan = dict(convs(_WQ8)[1].main["quanParameter"])
+    raw = bytearray(np.asarray(quan["buffer"], np.int8).tobytes())
+    for pos, x in flips:
+        raw[pos % len(raw)] ^= x
+    quan["buffer"] = np.frombuffer(bytes(raw[: len(raw) - cut]), np.int8)
+    try:
+        w = F.decode_quantized_weight(quan)
+        assert w.dtype == np.float32
+    except F.MNNFormatError:
+        pass
+
+
+_WQ8 = F.read_net(model_path("mobilenetv2_wq8"))
