@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import mnnjit.format as F
-from conftest import MODELS, model_path, run_mnn_module
+from fmt_helpers import MODELS, model_path, run_mnn_module
 
 CONVBN_ONNX = os.path.join(MODELS, "convbn.onnx")
 

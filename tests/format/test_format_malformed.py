@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 import mnnjit.format as F
 from mnnjit.format.decoder import MAX_DEPTH
-from conftest import MODELS, model_path
+from fmt_helpers import MODELS, model_path
 
 with open(model_path("mlp"), "rb") as _fh:
     MLP = _fh.read()

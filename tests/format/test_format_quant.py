@@ -9,7 +9,7 @@ from hypothesis import given, settings, strategies as st
 
 import mnnjit.format as F
 from mnnjit.format.quant import unpack_bits
-from conftest import MODELS, model_path
+from fmt_helpers import MODELS, model_path
 
 CONVBN_ONNX = os.path.join(MODELS, "convbn.onnx")
 VARIANTS = {

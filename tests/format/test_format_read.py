@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import mnnjit.format as F
-from conftest import MODEL_NAMES, SHARED, manifest, model_path
+from fmt_helpers import MODEL_NAMES, SHARED, manifest, model_path
 
 
 @pytest.mark.parametrize("name", MODEL_NAMES)

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import mnnjit.format as F
-from conftest import MODEL_NAMES, model_path, run_mnn_module
+from fmt_helpers import MODEL_NAMES, model_path, run_mnn_module
 
 
 def assert_same(a, b, path="net"):
