@@ -135,73 +135,61 @@ def deconvolution(ctx: Ctx, op, xs):
                                               "output_padding": op_pad, "act": act})
 
 
-def _pool_out(size: int, k: int, s: int, pb: int, pe: int, ceil_mode: bool) -> int:
-    span = size + pb + pe - k
-    out = (-(-span // s) if ceil_mode else span // s) + 1
-    if ceil_mode and (out - 1) * s >= size + pb:
-        out -= 1
-    return out
-
-
-def _pool(ctx: Ctx, op, x, kind: str, kernel, stride, pads, ceil_mode: bool, count_include_pad: bool):
+def _pool(ctx: Ctx, op, x, kind: str, attrs: dict):
     if kind not in ("max", "avg"):
         raise ctx.unsupported(op, f"pooling type {kind}")
-    return ctx.emit("pool2d", [B.cast_node(x, F32)], {
-        "kind": kind, "kernel": tuple(kernel), "stride": tuple(stride), "pads": tuple(pads),
-        "ceil_mode": bool(ceil_mode), "count_include_pad": bool(count_include_pad), "dilation": (1, 1)})
+    return ctx.emit("pool2d", [B.cast_node(x, F32)], dict(attrs, kind=kind))
 
 
 _POOL_KIND = {"MAXPOOL": "max", "AVEPOOL": "avg"}
 
 
+def _count_rule(attrs: dict, count_type: str) -> dict:
+    if count_type == "INCLUDE_PADDING":
+        return dict(attrs, count_include_pad=True)
+    if count_type == "EXCLUDE_PADDING":
+        return dict(attrs, count_include_pad=False)
+    return attrs
+
+
 @converter("Pooling")
 def pooling(ctx: Ctx, op, xs):
-    """2-D max / average pooling (CAFFE, VALID or SAME padding; global)."""
+    """2-D max / average pooling (CAFFE, VALID or SAME padding; global), MNN's output-size rule."""
+    from ..ops.nn_pool import resolve_mnn_pool
     p = op.main or {}
     x = xs[0]
     if len(x.shape) != 4:
         raise ValueError(f"pooling input must be 4-D (N, C, H, W), got shape {list(x.shape)}")
-    h, w = x.shape[2], x.shape[3]
     kind = _POOL_KIND.get(str(p.get("type", "MAXPOOL")), str(p.get("type")))
-    if p.get("isGlobal"):
-        return _pool(ctx, op, x, kind, (h, w), (1, 1), (0, 0, 0, 0), False, True)
-    k = (int(p.get("kernelY") or 1), int(p.get("kernelX") or 1))
-    s = (int(p.get("strideY") or 1), int(p.get("strideX") or 1))
-    pad_type = str(p.get("padType", "CAFFE"))
-    ceil_mode = bool(p.get("ceilModel", True))
-    if pad_type == "SAME":
-        t, b = same_pads(h, k[0], s[0], 1)
-        l, r = same_pads(w, k[1], s[1], 1)
-        pads, ceil_mode = (t, b, l, r), False
-    elif pad_type == "VALID":
-        pads, ceil_mode = (0, 0, 0, 0), False
-    else:
-        pl = p.get("pads")
-        if pl is not None and len(pl) == 4:
-            t, l, b, r = (int(v) for v in pl)
-            pads = (t, b, l, r)
-        else:
-            py, px = int(p.get("padY") or 0), int(p.get("padX") or 0)
-            pads = (py, py, px, px)
-    include = str(p.get("countType", "DEFAULT")) != "EXCLUDE_PADDING"
-    return _pool(ctx, op, x, kind, k, s, pads, ceil_mode, include)
+    pl = p.get("pads")
+    pads = None
+    if pl is not None and len(pl) == 4:
+        t, l, b, r = (int(v) for v in pl)  # MNN order: top, left, bottom, right
+        pads = (t, b, l, r)
+    attrs = resolve_mnn_pool(x.shape[2:], (int(p.get("kernelY") or 1), int(p.get("kernelX") or 1)),
+                             (int(p.get("strideY") or 1), int(p.get("strideX") or 1)), str(p.get("padType", "CAFFE")),
+                             (int(p.get("padY") or 0), int(p.get("padX") or 0)), pads,
+                             bool(p.get("ceilModel", True)), bool(p.get("isGlobal")))
+    return _pool(ctx, op, x, kind, _count_rule(attrs, str(p.get("countType", "DEFAULT"))))
 
 
 @converter("Pooling3D")
 def pooling3d(ctx: Ctx, op, xs):
     """Pool3D parameters on 4-D data (the converter's form of global and 2-D pooling)."""
+    from ..ops.nn_pool import resolve_mnn_pool
     p = op.main or {}
     x = xs[0]
     kind = _POOL_KIND.get(str(p.get("type", "MAXPOOL")), str(p.get("type")))
     if len(x.shape) != 4:
         raise ctx.unsupported(op, f"3-D pooling of a {len(x.shape)}-D tensor")
-    h, w = x.shape[2], x.shape[3]
     if p.get("isGlobal"):
-        return _pool(ctx, op, x, kind, (h, w), (1, 1), (0, 0, 0, 0), False, True)
-    ks = [int(v) for v in p.get("kernels")][-2:]
-    ss = [int(v) for v in p.get("strides")][-2:]
-    ps = [int(v) for v in (p.get("pads") if p.get("pads") is not None else [0, 0])][-2:]
-    return _pool(ctx, op, x, kind, ks, ss, (ps[0], ps[0], ps[1], ps[1]), False, True)
+        attrs = resolve_mnn_pool(x.shape[2:], (1, 1), (1, 1), "CAFFE", global_pool=True)
+    else:
+        ks = [int(v) for v in p.get("kernels")][-2:]
+        ss = [int(v) for v in p.get("strides")][-2:]
+        ps = [int(v) for v in (p.get("pads") if p.get("pads") is not None else [0, 0])][-2:]
+        attrs = resolve_mnn_pool(x.shape[2:], ks, ss, str(p.get("padType", "CAFFE")), (ps[0], ps[1]), None, False)
+    return _pool(ctx, op, x, kind, attrs)
 
 
 _CTM = {"AlignCorners": "align_corners", "HalfPixels": "half_pixel", "PytorchHalfPixels": "pytorch_half_pixel",
