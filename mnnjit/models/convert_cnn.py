@@ -93,13 +93,8 @@ def _dense(ctx: Ctx, op, x, w_node, b_node, act: str):
     n, c = x.shape[0], x.shape[1]
     o = w_node.shape[0]
     wt = ctx.cached((id(op), "wt"), lambda: node_of(B.transpose(B.reshape(w_node, (o, c)), (1, 0))))
-    out = node_of(B.matmul(B.reshape(x, (n, c)), wt))
-    if b_node is not None:
-        out = node_of(B.binary("add", out, b_node))
-    if act == "relu":
-        out = ctx.emit("relu", [out])
-    elif act == "relu6":
-        out = ctx.emit("relu6", [out])
+    ins = [node_of(B.reshape(x, (n, c))), wt] + ([] if b_node is None else [b_node])
+    out = ctx.emit("matmul_ex", ins, {"transpose_a": False, "transpose_b": False, "act": act})
     return B.reshape(out, (n, o, 1, 1))
 
 

@@ -19,6 +19,7 @@ import numpy as np
 from .. import runtime
 from ..graph import Node, bump_write_counter, topo_order
 from ..ops import registry
+from .simplify import simplify
 from .translate import MNN_DTYPES, Ctx, NeedsValuesError, Translator
 
 _FMTS = ("NCHW", "NHWC", "NC4HW4")
@@ -104,6 +105,12 @@ class Program:
         return plan
 
 
+def output_format(node: Node) -> str:
+    """The data format a Module reports for an output: NC4HW4 results come back as NCHW (as MNN's
+    Module converts them)."""
+    return "NCHW" if node.fmt == "NC4HW4" else node.fmt
+
+
 class ExecutionPlan:
     """The translated graph for one input signature, with a lean evaluation loop."""
 
@@ -114,10 +121,13 @@ class ExecutionPlan:
                              for spec, (shape, dt, fmt) in zip(program.inputs, signature)]
         self.dynamic = False
         try:
-            self.outputs = program.translate(self.placeholders)
+            translated = program.translate(self.placeholders)
+            self.out_fmts = [output_format(o) for o in translated]
+            self.outputs = simplify(translated)
         except NeedsValuesError:
             self.dynamic = True
             self.outputs = []
+            self.out_fmts = []
         self._compile_steps()
 
     def _compile_steps(self) -> None:
@@ -135,7 +145,6 @@ class ExecutionPlan:
                 steps.append((ref, n.attrs, tuple(slot[id(i)] for i in n.inputs), k, n.dtype, n.shape))
         self.steps = steps
         self.out_slots = [slot[id(o)] for o in self.outputs]
-        self.out_fmts = [o.fmt for o in self.outputs]
 
     def run(self, arrays: list[np.ndarray]) -> list[np.ndarray]:
         """Evaluate the plan on input arrays (already of the signature's shapes and dtypes)."""
@@ -172,7 +181,7 @@ class ExecutionPlan:
         bump_write_counter()
         outs = self.program.translate(feeds, dynamic=True)
         runtime.evaluate(outs)
-        self.out_fmts = [o.fmt for o in outs]
+        self.out_fmts = [output_format(o) for o in outs]
         return [o.value for o in outs]
 
 
