@@ -111,3 +111,7 @@ for _name, _op in {
     "bitwise_xor": "bitwise_xor",
 }.items():
     globals()[_name] = _binary(_op)
+
+
+# ---------------------------------------------------------------------------------------------
+from ._io import load_as_list, load_as_dict, save, get_inputs_and_outputs  # models engineer

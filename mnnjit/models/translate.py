@@ -51,8 +51,13 @@ def converter(*op_types: str) -> Callable[[Converter], Converter]:
     return deco
 
 
+_loaded = False
+
+
 def _load_converters() -> None:
+    global _loaded
     from . import control_flow, convert_cnn, convert_math, convert_shape  # noqa: F401
+    _loaded = True
 
 
 def supported_op_types() -> list[str]:
@@ -63,7 +68,7 @@ def supported_op_types() -> list[str]:
 
 def get_converter(op_type: str) -> Converter | None:
     """The converter registered for ``op_type`` (None if there is none)."""
-    if not _CONVERTERS:
+    if not _loaded:
         _load_converters()
     return _CONVERTERS.get(op_type)
 
