@@ -18,7 +18,7 @@ def convert(onnx_path: str, mnn_path: str, *flags: str) -> str:
     cmd = [PYTHON, CONVERTER, "-f", "ONNX", "--modelFile", onnx_path, "--MNNModel", mnn_path,
            "--bizCode", "mnnjit", *flags]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
-    if r.returncode != 0 or not os.path.exists(mnn_path):
+    if "Converted Success" not in r.stdout or not os.path.exists(mnn_path):  # its exit code is not reliable
         raise RuntimeError(f"MNN converter failed ({r.returncode}): {r.stdout[-2000:]} {r.stderr[-2000:]}")
     return mnn_path
 
