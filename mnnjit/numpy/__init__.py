@@ -139,11 +139,11 @@ def nonzero(a: Any) -> tuple:
 def _reduction(op: str):
     def fn(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdims: bool = False, **kw: Any):
         res = _B.reduce(op, a, axis, keepdims, dtype)
-        if axis is None and not keepdims:
+        if not res._node.shape:
             return _scalar_or_var(res)
         return res
     fn.__name__ = op
-    fn.__doc__ = f"{op.replace('reduce_', '').capitalize()} over ``axis`` (all axes: a Python scalar)."
+    fn.__doc__ = f"{op.replace('reduce_', '').capitalize()} over ``axis`` (a 0-d result is a Python scalar)."
     return fn
 
 
