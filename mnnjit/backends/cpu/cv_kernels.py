@@ -200,3 +200,70 @@ def cvt_color(x: np.ndarray, code: int) -> np.ndarray:
         _gray2bgr_u8(x, out)
         return out
     raise ValueError(f"no kernel for cvtColor code {code}")
+
+
+# ----------------------------------------------------------------------------- separable filters
+@nb.njit(**_JIT)
+def _sep_rows_u8(src, xidx, kx, const_border, tmp):
+    """Horizontal pass: tmp[y, x, c] = sum_j kx[j] * src[y, xidx[x + j], c] for every source row."""
+    h, w, c = tmp.shape
+    nk = kx.shape[0]
+    for y in nb.prange(h):
+        for x in range(w):
+            for k in range(c):
+                acc = np.float32(0.0)
+                for j in range(nk):
+                    xi = xidx[x + j]
+                    if xi >= 0:
+                        acc += kx[j] * np.float32(src[y, xi, k])
+                tmp[y, x, k] = acc
+
+
+@nb.njit(**_JIT)
+def _sep_cols_u8(tmp, yidx, ky, delta, out):
+    h, w, c = out.shape
+    nk = ky.shape[0]
+    for y in nb.prange(h):
+        for x in range(w):
+            for k in range(c):
+                acc = np.float32(0.0)
+                for i in range(nk):
+                    yi = yidx[y + i]
+                    if yi >= 0:
+                        acc += ky[i] * tmp[yi, x, k]
+                v = np.rint(acc + delta)
+                out[y, x, k] = np.uint8(min(max(v, 0.0), 255.0))
+
+
+@nb.njit(**_JIT)
+def _sep_cols_f32(tmp, yidx, ky, delta, out):
+    h, w, c = out.shape
+    nk = ky.shape[0]
+    for y in nb.prange(h):
+        for x in range(w):
+            for k in range(c):
+                acc = np.float32(0.0)
+                for i in range(nk):
+                    yi = yidx[y + i]
+                    if yi >= 0:
+                        acc += ky[i] * tmp[yi, x, k]
+                out[y, x, k] = acc + delta
+
+
+def sep_filter_u8(x: np.ndarray, kx, ky, anchor, border: int, delta: float, dtype: np.dtype) -> np.ndarray:
+    """Separable correlation of uint8 HWC data in float32 (uint8 or float32 result)."""
+    from ...ops.image_geometry import border_index
+    h, w, c = x.shape
+    ax, ay = anchor
+    kx = np.asarray(kx, np.float32)
+    ky = np.asarray(ky, np.float32)
+    xidx = border_index(np.arange(-ax, w + len(kx) - 1 - ax), w, border).astype(np.int64)
+    yidx = border_index(np.arange(-ay, h + len(ky) - 1 - ay), h, border).astype(np.int64)
+    tmp = np.empty((h, w, c), np.float32)
+    _sep_rows_u8(np.ascontiguousarray(x), xidx, kx, border == CV_BORDER_CONSTANT, tmp)
+    out = np.empty((h, w, c), dtype)
+    if dtype == np.uint8:
+        _sep_cols_u8(tmp, yidx, ky, np.float32(delta), out)
+    else:
+        _sep_cols_f32(tmp, yidx, ky, np.float32(delta), out)
+    return out
