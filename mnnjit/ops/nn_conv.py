@@ -67,7 +67,10 @@ def resolve_deconv_pads(in_hw: Sequence[int], kernel: Sequence[int], stride: Seq
         out = []
         for n, k, s, d in zip(in_hw, kernel, stride, dilation):
             full = (n - 1) * s + (k - 1) * d + 1
-            crop = max(0, full - n * s)
+            crop = full - n * s
+            if crop < 0:  # the output grows: zeros (plus bias) at the end
+                out.append((0, crop))
+                continue
             small = crop // 2
             out.append((crop - small, small) if mode == "SAME_LOWER" else (small, crop - small))
         return (out[0][0], out[0][1], out[1][0], out[1][1])

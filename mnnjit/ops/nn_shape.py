@@ -224,3 +224,35 @@ def _revseq_ref(xs, attrs):
 
 register(OpDef("reverse_sequence", "opaque", lambda i, a: (i[0].shape, i[0].dtype), _revseq_ref,
                mnn_type="ReverseSequence", doc="reverse the first lengths[b] items along seq_axis of batch b"))
+
+
+# ---------------------------------------------------------------- raster
+
+def _raster_ref(xs, attrs):
+    out = np.zeros(int(np.prod(attrs["shape"], dtype=np.int64)), xs[0].dtype)
+    for x, reg in zip(xs, attrs["regions"]):
+        so, s0, s1, s2, do, d0, d1, d2, n0, n1, n2 = reg
+        src = np.lib.stride_tricks.as_strided(
+            x.reshape(-1)[so:], shape=(n0, n1, n2),
+            strides=tuple(st * x.itemsize for st in (s0, s1, s2)), writeable=False)
+        i0, i1, i2 = np.meshgrid(np.arange(n0), np.arange(n1), np.arange(n2), indexing="ij")
+        out[do + i0 * d0 + i1 * d1 + i2 * d2] = src
+    return out.reshape(attrs["shape"])
+
+
+def _raster_infer(inputs, attrs):
+    total = int(np.prod(attrs["shape"], dtype=np.int64))
+    for x, reg in zip(inputs, attrs["regions"]):
+        so, s0, s1, s2, do, d0, d1, d2, n0, n1, n2 = reg
+        if min(n0, n1, n2) <= 0:
+            continue
+        last_src = so + (n0 - 1) * s0 + (n1 - 1) * s1 + (n2 - 1) * s2
+        last_dst = do + (n0 - 1) * d0 + (n1 - 1) * d1 + (n2 - 1) * d2
+        if min(so, do, s0, s1, s2, d0, d1, d2) < 0 or last_src >= x.size or last_dst >= total:
+            raise ValueError(f"raster: region {list(reg)} reads or writes outside its input of {x.size} "
+                             f"or output of {total} elements")
+    return tuple(attrs["shape"]), inputs[0].dtype
+
+
+register(OpDef("raster", "opaque", _raster_infer, _raster_ref, mnn_type="Raster",
+               doc="MNN Raster: strided 3-D region copies (attrs regions: 11 ints each, shape)"))
