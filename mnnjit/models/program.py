@@ -91,10 +91,15 @@ class Program:
         """A translation context for this model."""
         return Ctx(self.net, self.subgraphs, dynamic, self.weight_cache)
 
-    def translate(self, feeds: list[Node], dynamic: bool = False) -> list[Node]:
-        """Output nodes for input nodes ``feeds`` (one per ``self.inputs``)."""
-        tensors = {spec.index: node for spec, node in zip(self.inputs, feeds)}
-        Translator(self.ctx(dynamic), self.net.oplists, self.tensor_names).run(tensors, self.outputs)
+    def translate(self, feeds: list[Node], dynamic: bool = False, trace: list | None = None,
+                  tensors: dict | None = None) -> list[Node]:
+        """Output nodes for input nodes ``feeds`` (one per ``self.inputs``); with ``trace`` (a list)
+        the translated ops are recorded, with ``tensors`` (a dict) every tensor's node is kept."""
+        tensors = {} if tensors is None else tensors
+        tensors.update({spec.index: node for spec, node in zip(self.inputs, feeds)})
+        tr = Translator(self.ctx(dynamic), self.net.oplists, self.tensor_names)
+        tr.trace = trace
+        tr.run(tensors, self.outputs)
         return [tensors[t] for t in self.outputs]
 
     def plan(self, signature: tuple) -> "ExecutionPlan":
