@@ -102,7 +102,9 @@ def run_threads(threads: int, runs: int, models: dict) -> dict:
 
 def first_forward(path: str, shape: list[int]) -> float:
     """Seconds from process start (imports included) to the first forward's result, warm caches."""
-    env = dict(os.environ, PYTHONPATH=ROOT)
+    env = dict(os.environ, PYTHONPATH=ROOT,
+               PYTHONPYCACHEPREFIX=os.path.join(tempfile.gettempdir(), "mnnjit_bench_pycache"))
+    env.pop("PYTHONDONTWRITEBYTECODE", None)  # a warm start includes compiled bytecode
     vals = []
     for _ in range(2):  # the first run warms the on-disk caches
         out = subprocess.run([sys.executable, "-c", FIRST, path, ",".join(map(str, shape))],
