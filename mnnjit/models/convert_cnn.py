@@ -151,6 +151,10 @@ def pooling(ctx: Ctx, op, xs):
     from ..ops.nn_pool import resolve_mnn_pool
     p = op.main or {}
     x = xs[0]
+    if len(x.shape) == 3:  # [N, C, L] pools as [N, C, L, 1] (the converter puts the window in kernelY)
+        n, c, length = x.shape
+        out = pooling(ctx, op, [node_of(B.reshape(x, (n, c, length, 1)))])
+        return B.reshape(out, out.shape[:3])
     if len(x.shape) != 4:
         raise ValueError(f"pooling input must be 4-D (N, C, H, W), got shape {list(x.shape)}")
     kind = _POOL_KIND.get(str(p.get("type", "MAXPOOL")), str(p.get("type")))

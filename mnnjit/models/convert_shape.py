@@ -289,8 +289,10 @@ def split(ctx: Ctx, op, xs):
 
 @converter("Pack")
 def pack(ctx: Ctx, op, xs):
-    """Stack the inputs along a new ``axis``."""
-    nd = len(xs[0].shape) + 1
+    """Stack the inputs (broadcast to a common shape, as MNN does) along a new ``axis``."""
+    shape = broadcast_shape(*(x.shape for x in xs))
+    xs = [node_of(B.broadcast_to(x, shape)) if x.shape != shape else x for x in xs]
+    nd = len(shape) + 1
     axis = B.normalize_axis(int((op.main or {}).get("axis") or 0), nd)
     parts = [node_of(B.reshape(x, _unsqueeze_shape(x.shape, [axis]))) for x in xs]
     return B.concat(parts, axis)

@@ -56,7 +56,7 @@ _loaded = False
 
 def _load_converters() -> None:
     global _loaded
-    from . import control_flow, convert_cnn, convert_math, convert_shape  # noqa: F401
+    from . import control_flow, convert_cnn, convert_math, convert_misc, convert_shape  # noqa: F401
     _loaded = True
 
 

@@ -1,0 +1,116 @@
+"""Converters for less common MNN op types: DepthToSpace / SpaceToDepth, TopKV2, CumSum, GatherND,
+ScatterNd, LRN, Reverse, ReverseSequence. They map onto registered ops (nn_shape, nn_misc and the
+numpy branch's array ops) or onto movement compositions."""
+from __future__ import annotations
+
+
+
+from .._dtypes import F32, I32
+from ..ops import build as B
+from .convert_shape import _slice
+from .translate import Ctx, converter
+
+
+@converter("DepthToSpace")
+def depth_to_space(ctx: Ctx, op, xs):
+    """NCHW depth-to-space (mode DCR or CRD) as reshape + transpose + reshape."""
+    p = op.main or {}
+    x = xs[0]
+    b = int(p.get("blockSize") or 1)
+    n, c, h, w = x.shape
+    if c % (b * b):
+        raise ValueError(f"DepthToSpace: {c} channels are not divisible by block {b}x{b}")
+    oc = c // (b * b)
+    if str(p.get("mode", "DCR")) == "CRD":
+        t = B.transpose(B.reshape(x, (n, oc, b, b, h, w)), (0, 1, 4, 2, 5, 3))
+    else:
+        t = B.transpose(B.reshape(x, (n, b, b, oc, h, w)), (0, 3, 4, 1, 5, 2))
+    return B.reshape(t, (n, oc, h * b, w * b))
+
+
+@converter("SpaceToDepth")
+def space_to_depth(ctx: Ctx, op, xs):
+    """NCHW space-to-depth as reshape + transpose + reshape."""
+    b = int((op.main or {}).get("blockSize") or 1)
+    x = xs[0]
+    n, c, h, w = x.shape
+    if h % b or w % b:
+        raise ValueError(f"SpaceToDepth: spatial size {h}x{w} is not divisible by block {b}")
+    t = B.transpose(B.reshape(x, (n, c, h // b, b, w // b, b)), (0, 3, 5, 1, 2, 4))
+    return B.reshape(t, (n, c * b * b, h // b, w // b))
+
+
+@converter("TopKV2")
+def topk(ctx: Ctx, op, xs):
+    """The k largest (or smallest) values and their int32 indices along an axis (last by default)."""
+    p = op.main or {}
+    x = xs[0]
+    k = ctx.ints(xs[1], "k")[0]
+    axis = ctx.ints(xs[2], "axis")[0] if len(xs) > 2 else -1
+    axis = B.normalize_axis(axis, len(x.shape))
+    node = B.make_node("topk", [x], {"k": int(k), "axis": axis, "largest": bool(p.get("largest", True))})
+    return B.split_outputs(node)
+
+
+@converter("CumSum")
+def cumsum(ctx: Ctx, op, xs):
+    """Cumulative sum along the axis given as the second input (exclusive / reverse flags)."""
+    p = op.main or {}
+    x = xs[0]
+    axis = B.normalize_axis(ctx.ints(xs[1], "axis")[0], len(x.shape))
+    return ctx.emit("cumsum", [x], {"axis": axis, "exclusive": bool(p.get("exclusive")),
+                                    "reverse": bool(p.get("reverse"))})
+
+
+@converter("GatherND")
+def gather_nd(ctx: Ctx, op, xs):
+    """TF/ONNX GatherND (batch_dims from the op's GatherND table or 0)."""
+    batch = int((op.main or {}).get("batchDims") or 0) if isinstance(op.main, dict) else 0
+    return ctx.emit("gather_nd", [xs[0], B.cast_node(xs[1], I32)], {"batch_dims": batch})
+
+
+@converter("ScatterNd")
+def scatter_nd(ctx: Ctx, op, xs):
+    """ScatterNd(indices, updates, shape[, data]): updates written into data (or zeros of shape)."""
+    p = op.main or {}
+    idx, upd = B.cast_node(xs[0], I32), xs[1]
+    shape = tuple(ctx.ints(xs[2], "shape"))
+    reduction = {"NONE": "none", "ADD": "add", "MUL": "mul", "MAXIMUM": "max", "MINIMUM": "min"}.get(
+        str(p.get("reduction", "NONE")) if isinstance(p, dict) and p else "NONE", "none")
+    ins = [idx, upd] + ([B.cast_node(xs[3], upd.dtype)] if len(xs) > 3 else [])
+    return ctx.emit("scatter_nd", ins, {"shape": shape, "reduction": reduction})
+
+
+@converter("LRN")
+def lrn(ctx: Ctx, op, xs):
+    """Local response normalisation across channels (regionType 0) or within a channel (1)."""
+    p = op.main or {}
+    attrs = {"size": int(p.get("localSize") or 1), "alpha": float(p.get("alpha") or 0.0),
+             "beta": float(p.get("beta") or 0.0), "bias": float(p.get("bias", 1.0)),
+             "region": "within" if int(p.get("regionType") or 0) == 1 else "across"}
+    return ctx.emit("lrn", [B.cast_node(xs[0], F32)], attrs)
+
+
+@converter("Reverse")
+def reverse(ctx: Ctx, op, xs):
+    """Reverse the order of elements along the axes given as the second input."""
+    x = xs[0]
+    nd = len(x.shape)
+    axes = {B.normalize_axis(a, nd) for a in ctx.ints(xs[1], "axes")}
+    begin = [n - 1 if i in axes else 0 for i, n in enumerate(x.shape)]
+    end = [-1 if i in axes else n for i, n in enumerate(x.shape)]
+    step = [-1 if i in axes else 1 for i in range(nd)]
+    return _slice(x, begin, end, step)
+
+
+@converter("ReverseSequence")
+def reverse_sequence(ctx: Ctx, op, xs):
+    """Reverse the first ``lengths[b]`` steps of each batch entry along the sequence axis."""
+    p = op.main or {}
+    x = xs[0]
+    nd = len(x.shape)
+    attrs = {"batch_axis": B.normalize_axis(int(p.get("batchDim") or 0), nd),
+             "seq_axis": B.normalize_axis(int(p.get("seqDim") or 0), nd)}
+    return ctx.emit("reverse_sequence", [x, B.cast_node(xs[1], I32)], attrs)
+
+

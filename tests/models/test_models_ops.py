@@ -1,0 +1,96 @@
+"""One small ONNX model per op family, converted by real MNN's converter, run by mnnjit and real MNN."""
+from __future__ import annotations
+
+import os
+import tempfile
+
+import numpy as np
+import pytest
+
+import mnnjit as MNN
+from mnnjit_models_fixtures import _Builder, convert, real_mnn_forward
+
+pytest.importorskip("onnx")
+pytest.importorskip("MNN")
+
+
+def f32(b, v):
+    return b.init(np.asarray(v, np.float32), "f")
+
+
+def i64(b, v):
+    return b.init(np.asarray(v, np.int64), "i")
+
+
+S = [1, 4, 6, 6]
+CASES = {
+    "convtranspose": (S, lambda b: b.op("ConvTranspose", ["x", b.weight((4, 3, 3, 3)), f32(b, np.ones(3))], strides=[2, 2],
+                                       pads=[1, 1, 1, 1], output_padding=[1, 1]), [1, 3, 12, 12]),
+    "convtranspose_dw": (S, lambda b: b.op("ConvTranspose", ["x", b.weight((4, 1, 3, 3))], group=4), [1, 4, 8, 8]),
+    "resize_align_corners": (S, lambda b: b.op("Resize", ["x", "", "", i64(b, [1, 4, 9, 11])], mode="linear",
+                                               coordinate_transformation_mode="align_corners"), [1, 4, 9, 11]),
+    "prelu": (S, lambda b: b.op("PRelu", ["x", f32(b, np.full((4, 1, 1), 0.2))]), S),
+    "leakyrelu": (S, lambda b: b.op("LeakyRelu", ["x"], alpha=0.1), S),
+    "hardswish": (S, lambda b: b.op("HardSwish", ["x"]), S),
+    "hardsigmoid": (S, lambda b: b.op("HardSigmoid", ["x"]), S),
+    "elu": (S, lambda b: b.op("Elu", ["x"], alpha=0.7), S),
+    "selu": (S, lambda b: b.op("Selu", ["x"]), S),
+    "softplus": (S, lambda b: b.op("Softplus", ["x"]), S),
+    "instance_norm": (S, lambda b: b.op("InstanceNormalization", ["x", f32(b, np.ones(4) * 1.5), f32(b, np.ones(4) * 0.1)]), S),
+    "batch_norm": (S, lambda b: b.op("BatchNormalization", ["x", f32(b, [1, 2, 3, 4]), f32(b, [0, .1, .2, .3]),
+                                                          f32(b, [0, 1, 2, 3]), f32(b, [1, 2, 3, 4])]), S),
+    "depth_to_space_dcr": (S, lambda b: b.op("DepthToSpace", ["x"], blocksize=2), [1, 1, 12, 12]),
+    "depth_to_space_crd": (S, lambda b: b.op("DepthToSpace", ["x"], blocksize=2, mode="CRD"), [1, 1, 12, 12]),
+    "space_to_depth": (S, lambda b: b.op("SpaceToDepth", ["x"], blocksize=2), [1, 16, 3, 3]),
+    "argmax": (S, lambda b: b.op("ArgMax", ["x"], axis=1, keepdims=0), [1, 6, 6]),
+    "topk": ([2, 10], lambda b: b.op("TopK", ["x", i64(b, [3])], n_out=2, axis=-1)[0], [2, 3]),
+    "cumsum_reverse": ([2, 10], lambda b: b.op("CumSum", ["x", b.init(np.array(1, np.int32), "ax")], reverse=1), [2, 10]),
+    "reduce_l2": (S, lambda b: b.op("ReduceL2", ["x"], axes=[2, 3], keepdims=1), [1, 4, 1, 1]),
+    "log_softmax": ([2, 10], lambda b: b.op("LogSoftmax", ["x"], axis=-1), [2, 10]),
+    "gemm": ([3, 10], lambda b: b.op("Gemm", ["x", b.weight((10, 5)), f32(b, np.ones(5))]), [3, 5]),
+    "matmul_3d": ([2, 3, 10], lambda b: b.op("MatMul", ["x", b.weight((10, 5))]), [2, 3, 5]),
+    "batch_matmul": ([2, 3, 4], lambda b: b.op("MatMul", ["x", b.op("Transpose", ["x"], perm=[0, 2, 1])]), [2, 3, 3]),
+    "gather_nd": ([3, 4], lambda b: b.op("GatherND", ["x", i64(b, [[0, 1], [2, 3]])]), [2]),
+    "scatter_nd": ([3, 4], lambda b: b.op("ScatterND", ["x", i64(b, [[0, 1], [2, 3]]), f32(b, [5, 6])]), [3, 4]),
+    "constant_of_shape": ([2, 3], lambda b: b.op("Add", ["x", b.op("ConstantOfShape", [b.op("Shape", ["x"])], value=__import__(
+        "onnx").helper.make_tensor("v", 1, [1], [2.0]))]), [2, 3]),
+    "range": ([5], lambda b: b.op("Add", ["x", b.op("Cast", [b.op("Range", [i64(b, 0), b.op("Squeeze", [b.op("Shape", ["x"])]),
+                                                                              i64(b, 1)])], to=1)]), [5]),
+    "global_max_pool": (S, lambda b: b.op("GlobalMaxPool", ["x"]), [1, 4, 1, 1]),
+    "lrn": (S, lambda b: b.op("LRN", ["x"], size=3), S),
+    "sum3": (S, lambda b: b.op("Sum", ["x", "x", "x"]), S),
+    "not": (S, lambda b: b.op("Cast", [b.op("Not", [b.op("Greater", ["x", f32(b, 0)])])], to=1), S),
+    "fmod": (S, lambda b: b.op("Mod", ["x", f32(b, 0.7)], fmod=1), S),
+    "einsum": ([2, 3], lambda b: b.op("Einsum", ["x", b.weight((3, 4))], equation="ij,jk->ik"), [2, 4]),
+    "gru": ([4, 1, 3], lambda b: b.op("GRU", ["x", b.weight((1, 15, 3)), b.weight((1, 15, 5))], n_out=2, hidden_size=5)[0],
+            [4, 1, 1, 5]),
+    "bidirectional_lstm": ([4, 1, 3], lambda b: b.op("LSTM", ["x", b.weight((2, 20, 3)), b.weight((2, 20, 5))], n_out=3,
+                                                    hidden_size=5, direction="bidirectional")[0], [4, 2, 1, 5]),
+    "conv1d": ([1, 3, 10], lambda b: b.op("Conv", ["x", b.weight((4, 3, 3))], kernel_shape=[3], pads=[1, 1]), [1, 4, 10]),
+    "maxpool1d": ([1, 3, 10], lambda b: b.op("MaxPool", ["x"], kernel_shape=[2], strides=[2]), [1, 3, 5]),
+    "avgpool_same": (S, lambda b: b.op("AveragePool", ["x"], kernel_shape=[3, 3], strides=[2, 2], auto_pad="SAME_UPPER"),
+                     [1, 4, 3, 3]),
+    "conv_same": (S, lambda b: b.op("Conv", ["x", b.weight((2, 4, 3, 3))], kernel_shape=[3, 3], strides=[2, 2],
+                                    auto_pad="SAME_UPPER"), [1, 2, 3, 3]),
+    "conv_asymmetric_pads": (S, lambda b: b.op("Conv", ["x", b.weight((2, 4, 3, 3))], kernel_shape=[3, 3],
+                                               pads=[0, 1, 2, 0]), [1, 2, 6, 5]),
+    "reverse_sequence": ([4, 2, 3], lambda b: b.op("ReverseSequence", ["x", i64(b, [4, 2])], batch_axis=1, time_axis=0),
+                         [4, 2, 3]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_op_matches_real_mnn(name: str) -> None:
+    shape, build, out_shape = CASES[name]
+    b = _Builder(0)
+    build(b)
+    b.nodes[-1].output[0] = "y"
+    with tempfile.TemporaryDirectory() as d:
+        onnx_path, mnn_path = os.path.join(d, "m.onnx"), os.path.join(d, "m.mnn")
+        b.save(onnx_path, [b.io("x", shape)], [b.io("y", out_shape)])
+        convert(onnx_path, mnn_path)
+        x = np.random.default_rng(1).standard_normal(shape).astype(np.float32)
+        (exp,) = real_mnn_forward(mnn_path, {"x": x}, ["y"])
+        got = MNN.nn.load_module_from_file(mnn_path, ["x"], ["y"]).forward([MNN.expr.const(x, shape)])[0].read()
+        assert got.shape == exp.shape
+        assert float(np.abs(got - exp).max()) <= 1e-3 * max(1.0, float(np.abs(exp).max()))
