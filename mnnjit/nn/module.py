@@ -24,8 +24,9 @@ def _out_var(arr: np.ndarray, fmt: str) -> Var:
     return Var._from_node(Node("const", (), {}, arr.shape, arr.dtype, fmt, arr))
 
 
-class Module:
-    """A model loaded from a .mnn file (MNN's ``nn._Module``)."""
+class _Module:
+    """MNN's ``nn._Module``: a model loaded from a .mnn file (or a graph of Vars), and the base of
+    user-defined :class:`Module` subclasses."""
 
     def __init__(self, program: Program | None = None, runtime_manager: RuntimeManager | None = None,
                  name: str = "") -> None:
@@ -36,7 +37,7 @@ class Module:
         self._last_sig: tuple | None = None
         self._last_plan: ExecutionPlan | None = None
         self._params: list[Var] = []
-        self._children: list[Module] = []
+        self._children: list[_Module] = []
 
     # ------------------------------------------------------------------ running
     def _prepare(self, inputs: Any) -> tuple[tuple, list[np.ndarray]]:
@@ -149,13 +150,13 @@ class Module:
         for c in self._children:
             c.clear_cache()
 
-    def clone(self) -> "Module":
+    def clone(self) -> "_Module":
         """A module sharing the same model."""
-        m = Module(self._program, self._rt, self._name)
+        m = _Module(self._program, self._rt, self._name)
         m._mutable = self._shape_mutable
         return m
 
-    def _register_submodules(self, children: Sequence["Module"]) -> None:
+    def _register_submodules(self, children: Sequence["_Module"]) -> None:
         self._children.extend(children)
 
     def _add_parameter(self, parameter: Var) -> int:
@@ -169,8 +170,8 @@ class Module:
 def load_module_from_file(file_name: str, input_names: Sequence[str] = (), output_names: Sequence[str] = (),
                           dynamic: bool = False, shape_mutable: bool = True, rearrange: bool = False,
                           backend: Any = 0, memory_mode: Any = 0, power_mode: Any = 0, precision_mode: Any = 0,
-                          num_thread: int = 4, runtime_manager: RuntimeManager | None = None,
-                          thread_num: int | None = None) -> Module:
+                          num_thread: int = 1, runtime_manager: RuntimeManager | None = None,
+                          thread_num: int | None = None) -> _Module:
     """Load a .mnn model as a Module (MNN's keyword arguments; see docs/compat/models.md)."""
     if not isinstance(file_name, (str, os.PathLike)):
         raise TypeError(f"file_name must be a path, got {type(file_name).__name__}")
@@ -180,7 +181,7 @@ def load_module_from_file(file_name: str, input_names: Sequence[str] = (), outpu
         resolve_backend(backend)
     weight_path = runtime_manager.external_path if runtime_manager is not None else None
     program = load_program(file_name, list(input_names or []), list(output_names or []), weight_path)
-    mod = Module(program, runtime_manager, "")
+    mod = _Module(program, runtime_manager, "")
     mod._mutable = bool(shape_mutable)
     if not shape_mutable:
         specs = program.inputs
@@ -190,7 +191,43 @@ def load_module_from_file(file_name: str, input_names: Sequence[str] = (), outpu
     return mod
 
 
-def load_module(inputs: Sequence[Var], outputs: Sequence[Var], for_training: bool = False) -> Module:
-    """A Module computing ``outputs`` from ``inputs`` (Vars of one graph, e.g. from load_as_dict)."""
+def load_module(inputs: Sequence[Var], outputs: Sequence[Var], for_training: bool = False) -> _Module:
+    """A module computing ``outputs`` from ``inputs`` (Vars of one graph, e.g. from load_as_dict)."""
     from ..models.subgraph_module import GraphProgram
-    return Module(GraphProgram(list(inputs), list(outputs)), None, "")
+    return _Module(GraphProgram(list(inputs), list(outputs)), None, "")
+
+
+class Module(_Module):
+    """Base class of user-defined modules (pymnn's ``nn.Module``): assigning a module attribute
+    registers a child, assigning a Var registers a parameter; subclasses define ``forward``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.__dict__["_children_by_name"] = {}
+        self.__dict__["_vars"] = {}
+
+    def forward(self, x: Any) -> Any:
+        """Defined by subclasses."""
+        raise NotImplementedError
+
+    def __call__(self, x: Any) -> Any:
+        raise NotImplementedError("__call__ not implemented, please use 'forward' method in subclasses")
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        self.__dict__[name] = value
+        children = self.__dict__.get("_children_by_name")
+        if children is None:
+            return
+        children.pop(name, None)
+        if isinstance(value, _Module):
+            value.set_name(name)
+            children[name] = value
+            self._register_submodules([value])
+        elif isinstance(value, Var):
+            value.name = name
+            if name not in self._vars:
+                self._vars[name] = value
+                self._add_parameter(value)
+            else:
+                self._vars[name] = value
+                self._params[self._params.index(next(p for p in self._params if p.name == name))] = value

@@ -114,3 +114,23 @@ def test_import_stays_light() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=os.getcwd(),
                          env=dict(os.environ, PYTHONPATH=os.getcwd()))
     assert out.stdout.strip() == "False", out.stderr
+
+
+def test_user_module_subclass_registers_children_and_parameters() -> None:
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.mlp = nn.load_module_from_file(os.path.join(MODELS, "mlp.mnn"), ["x"], ["prob"])
+            self.scale = F.const([2.0], [1])
+
+        def forward(self, x):
+            return self.mlp.forward(x) * self.scale
+
+    net = Net()
+    assert net.mlp.name == "mlp" and [p.name for p in net.parameters] == ["scale"]
+    data = np.load(os.path.join(MODELS, "mlp.npz"))
+    out = net.forward(F.const(data["in0_x"], [1, 64]))
+    np.testing.assert_allclose(out.read(), 2 * data["out0_prob"], atol=1e-5)
+    with pytest.raises(NotImplementedError, match="forward"):
+        net(F.const(data["in0_x"], [1, 64]))
+    assert isinstance(net, nn._Module) and not isinstance(net.mlp, nn.Module)
