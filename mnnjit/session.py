@@ -158,6 +158,22 @@ class Tensor:
         self._data = data.astype(self._type.dtype, copy=True)
         return True
 
+    def copyFromHostTensor(self, source: "Tensor") -> bool:  # noqa: N802
+        """Same as :meth:`copyFrom`."""
+        return self.copyFrom(source)
+
+    def fromNumpy(self, array: np.ndarray) -> None:  # noqa: N802
+        """Take the data of ``array`` (same number of elements; converted to the tensor's type)."""
+        arr = np.asarray(array)
+        if arr.size != self._data.size:
+            raise ValueError(f"fromNumpy: {arr.size} values for a tensor of shape {list(self.getShape())}")
+        self._data = np.array(arr.reshape(self._data.shape), dtype=self._type.dtype, copy=True)
+
+    def printTensorData(self) -> None:  # noqa: N802
+        """Print the shape and data."""
+        print(f"Tensor shape: {list(self.getShape())}")
+        print(self._data)
+
     def copyToHostTensor(self, target: "Tensor") -> bool:  # noqa: N802
         """Copy this tensor's data into ``target`` (converting between NHWC and NCHW layouts)."""
         return target.copyFrom(self)

@@ -139,8 +139,16 @@ class _Module:
         self._training = bool(isTrain)
 
     def load_parameters(self, parameters: Sequence[Var]) -> bool:
-        """Replace the parameters (a loaded model has none: only an empty list fits)."""
-        return len(list(parameters)) == len(self._params)
+        """Replace the parameters' values (in ``parameters`` order); False when the count or a
+        shape does not match."""
+        parameters = list(parameters)
+        if len(parameters) != len(self._params):
+            return False
+        if any(list(p.shape) != list(q.shape) for p, q in zip(self._params, parameters)):
+            return False
+        for p, q in zip(self._params, parameters):
+            p.write(q.read_view() if isinstance(q, Var) else q)
+        return True
 
     def clear_cache(self) -> None:
         """Drop the execution plans built so far (and the children's)."""
