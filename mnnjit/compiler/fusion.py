@@ -24,7 +24,7 @@ KERNEL_DTYPES = frozenset({"float32", "int32", "uint8", "int8"})
 REDUCE_OPS = frozenset({"reduce_sum", "reduce_mean", "reduce_prod", "reduce_max", "reduce_min"})
 
 #: Elementwise ops whose template does not reproduce numpy for some inputs (they run via ``ref``).
-DENY = frozenset({"sign", "trunc", "rint", "floor", "ceil", "round", "sinh", "cosh", "atanh", "pow"})
+DENY = frozenset({"fmod", "sign", "trunc", "rint", "floor", "ceil", "round", "sinh", "cosh", "atanh", "pow"})
 
 
 @dataclass(frozen=True)

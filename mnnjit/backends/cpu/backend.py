@@ -136,7 +136,8 @@ class CPUBackend(Backend):
         if flat:
             modes_t = tuple(modes)
             kern = jit.get_kernel(spec.key() + f"|flat{modes_t}", lambda: codegen.gen_flat(spec, modes_t))
-            kern(*[_readonly_flat(a) for a in inputs], outf, out.size, *g.params)
+            if kern(*[_readonly_flat(a) for a in inputs], outf, out.size, *g.params) is jit.BROKEN:
+                return None
             return out
         # strided: broadcast strides per leaf, collapse with the output's contiguous strides
         arrs = []
@@ -167,7 +168,9 @@ class CPUBackend(Backend):
         nb, bs = _blocks(outer, shp[-1], jit.get_num_threads())
         modes_t = tuple(modes)
         kern = jit.get_kernel(spec.key() + f"|nd{ndim}{modes_t}", lambda: codegen.gen_strided(spec, modes_t, ndim))
-        kern(*[_readonly_flat(a) for a in arrs], outf, np.array(shp, np.int64), st_arr, nb, bs, *g.params)
+        if kern(*[_readonly_flat(a) for a in arrs], outf, np.array(shp, np.int64), st_arr, nb, bs,
+                *g.params) is jit.BROKEN:
+            return None
         return out
 
     # ------------------------------------------------------------ reductions
@@ -220,6 +223,7 @@ class CPUBackend(Backend):
         modes_t = tuple(modes)
         kern = jit.get_kernel(spec.key() + f"|r{nk}.{nr}{modes_t}",
                               lambda: codegen.gen_reduce(spec, modes_t, nk, nr))
-        kern(*[_readonly_flat(a) for a in arrs], out.reshape(-1), np.array(kshp or [1], np.int64),
-             np.array(rshp, np.int64), stk, str_, P, float(count), *g.params)
+        if kern(*[_readonly_flat(a) for a in arrs], out.reshape(-1), np.array(kshp or [1], np.int64),
+                np.array(rshp, np.int64), stk, str_, P, float(count), *g.params) is jit.BROKEN:
+            return None
         return out

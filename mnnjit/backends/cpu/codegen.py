@@ -144,8 +144,15 @@ def _body_exprs(spec: GroupSpec, leaf_names: list[str], ind: str) -> tuple[list[
         args = [leaf_names[i] if kind == "l" else f"v{i}" for kind, i in refs]
         params = {name: f"p{k}" for name, k in attrs}
         expr = instantiate(op, args, params)
+        if op == "cast" and dt in ("uint8", "int8") and refs and _ref_dtype(spec, refs[0]).startswith("float"):
+            expr = f"np.int32({expr})"  # float -> 8-bit goes through int32 and wraps, as numpy does on x86
         lines.append(f"{ind}v{j} = {CODECS[dt].cast(expr)}")
     return lines, f"v{len(spec.nodes) - 1}"
+
+
+def _ref_dtype(spec: GroupSpec, ref: tuple) -> str:
+    kind, i = ref
+    return spec.leaf_dtypes[i] if kind == "l" else spec.nodes[i][1]
 
 
 def _param_list(spec: GroupSpec) -> str:

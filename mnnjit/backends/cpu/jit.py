@@ -137,20 +137,35 @@ class Kernel:
 
     def _first_call(self, args):
         with _lock:
+            if self.disp is None:
+                return BROKEN
             try:
                 res = self.disp(*args)
             except Exception:
-                # A corrupt on-disk Numba cache entry: drop it and compile from the source again.
-                config.counters["cache_errors"] += 1
+                # Maybe a corrupt on-disk Numba cache entry: drop it and compile from the source again.
                 _purge_numba_cache(self.path)
-                module = _load_module(f"mnnjit_kernel_{self.name}_r", self.path)
-                self.disp = module.kernel
-                res = self.disp(*args)
+                try:
+                    module = _load_module(f"mnnjit_kernel_{self.name}_r", self.path)
+                    self.disp = module.kernel
+                    res = self.disp(*args)
+                except Exception as exc:  # the kernel cannot be compiled: the caller uses the reference path
+                    config.counters["compile_errors"] += 1
+                    if config.debug():
+                        print(f"[mnnjit] kernel {self.name} failed to compile, using the reference path: "
+                              f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}",
+                              file=sys.stderr)
+                    self.disp = None
+                    return BROKEN
+                config.counters["cache_errors"] += 1
             stats = self.disp.stats
             config.counters["kernels_compiled"] += sum(stats.cache_misses.values())
             config.counters["kernel_disk_hits"] += sum(stats.cache_hits.values())
             self.seen = True
             return res
+
+
+#: Returned by a kernel that could not be compiled (the group then runs on the reference path).
+BROKEN = object()
 
 
 def get_kernel(key: str, make_source: Callable[[], str]) -> Kernel:
