@@ -113,7 +113,7 @@ def moveaxis_node(n: Node, src: int, dst: int) -> Node:
 def int_node(x: Any) -> Node:
     """An int32 node for index-like data."""
     n = node(x)
-    if n.dtype.kind == "f":
+    if n.dtype.kind == "f" and n.size:
         raise TypeError(f"arrays used as indices must be of integer type, not {n.dtype}")
     return B.cast_node(n, I32)
 

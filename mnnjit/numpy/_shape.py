@@ -377,7 +377,7 @@ def repeat(a: Any, repeats: Any, axis: Any = None) -> Var:
             raise ValueError(f"operands could not be broadcast together with shape ({n.shape[ax]},) ({len(reps)},)")
     else:
         reps = int(repeats)
-    if (min(reps) if isinstance(reps, tuple) else reps) < 0:
+    if (min(reps, default=0) if isinstance(reps, tuple) else reps) < 0:
         raise ValueError("repeats may not contain negative values.")
     return var(B.make_node("repeat", (n,), {"repeats": reps, "axis": ax}))
 
