@@ -195,7 +195,7 @@ def _case_unravel_ravel(d):
     idx = d.draw(int_arrays(shapes(max_dims=1), 0, int(np.prod(dims)) - 1))
     order = d.draw(st.sampled_from(["C", "F"]))
     if d.draw(st.booleans()):
-        return (lambda: mnp.unravel_index(idx, dims, order)), (lambda: np.unravel_index(idx, dims, order))
+        return (lambda: mnp.unravel_index(idx, dims, order)), (lambda: list(np.unravel_index(idx, dims, order)))
     coords = np.unravel_index(idx, dims)
     return (lambda: mnp.ravel_multi_index(coords, dims, order=order)), \
         (lambda: np.ravel_multi_index(coords, dims, order=order))
