@@ -296,7 +296,8 @@ def _quantile(a: Any, qa: _np.ndarray, axis: Any, keepdims: bool, method: str, n
     size = x._node.shape[-1]
     qflat = qa.ravel()
     nq = qflat.size
-    s = _w(B.make_node("sort", (x._node,), {"axis": len(kept), "descending": False}))
+    if nan or size == 0:
+        s = _w(B.make_node("sort", (x._node,), {"axis": len(kept), "descending": False}))
     if size == 0:
         res = const(_np.full(kept + (nq,), _np.nan, _np.float32))
     elif not nan:
@@ -305,6 +306,9 @@ def _quantile(a: Any, qa: _np.ndarray, axis: Any, keepdims: bool, method: str, n
         hi_i = _np.minimum(lo_i + 1, size - 1)
         t = pos - lo_i
         idx_lo, idx_hi, tvec = _method_indices(method, lo_i, hi_i, t, pos)
+        # Only the needed order statistics (and the last one, NaN when any is NaN) must be in place.
+        kth = tuple(sorted({int(i) for i in idx_lo} | {int(i) for i in idx_hi} | {size - 1}))
+        s = _w(B.make_node("partition", (x._node,), {"kth": kth, "axis": len(kept)}))
         a_lo = _w(B.make_node("take", (s._node, const(idx_lo.astype(_np.int32))._node), {"axis": len(kept)}))
         a_hi = _w(B.make_node("take", (s._node, const(idx_hi.astype(_np.int32))._node), {"axis": len(kept)}))
         res = _lerp(a_lo, a_hi, const(tvec.astype(_np.float32)))
