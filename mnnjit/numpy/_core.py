@@ -64,8 +64,8 @@ def as_shape(shape: Any) -> tuple[int, ...]:
 
 
 def scalar_or_var(v: Var, axis: Any, keepdims: bool):
-    """Full reductions (axis None, no keepdims) return Python scalars, as MNN does."""
-    if axis is None and not keepdims:
+    """Reductions whose result is 0-d return Python scalars, as real MNN does (``sum(x)``, ``sum(x1d, 0)``)."""
+    if not v._node.shape:
         return v.read_view().item()
     return v
 
