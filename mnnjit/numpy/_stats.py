@@ -15,9 +15,14 @@ from ._core import var as _w
 
 
 # ---------------------------------------------------------------- plain reductions
+_BY_SHAPE = frozenset({"reduce_sum", "reduce_prod"})
+
+
 def _reduce(op: str, a: Any, axis: Any, keepdims: Any, dtype: Any = None, out: Any = None):
     res = B.reduce(op, a, axis, bool(keepdims), dtype)
-    return finish(scalar_or_var(res, axis, bool(keepdims)) if out is None else res, out)
+    if out is not None:
+        return finish(res, out)
+    return scalar_or_var(res, axis, bool(keepdims), by_shape=op in _BY_SHAPE)
 
 
 def sum(a: Any, axis: Any = None, out: Any = None, keepdims: bool = False, dtype: Any = None,  # noqa: A001

@@ -202,6 +202,41 @@ DEVIATIONS = [
 ]
 
 
+#: Reductions with an axis: which give Python scalars and which 0-d Vars (recorded from real MNN, input
+#: ``a = array([1., 5., 2.])``): (expression, result type, repr with newlines flattened).
+REDUCTION_TYPES = [
+    ('np.argmax(a, 0)', 'Var', 'array(1, dtype=int32)'),
+    ('np.max(a, 0)', 'Var', 'array(5., dtype=float32)'),
+    ('np.mean(a, 0)', 'Var', 'array(2.6666667, dtype=float32)'),
+    ('np.var(a, 0)', 'Var', 'array(2.888889, dtype=float32)'),
+    ('np.std(a,0)', 'Var', 'array(1.6996732, dtype=float32)'),
+    ('np.ptp(a,0)', 'Var', 'array(4., dtype=float32)'),
+    ('np.count_nonzero(a, 0)', 'int', '3'),
+    ('np.prod(a, 0)', 'float', '10.0'),
+    ('np.sum(a, 0, keepdims=True)', 'Var', 'array([8.], dtype=float32)'),
+    ('np.cumsum(np.array([1,2]))', 'Var', 'array([1, 3], dtype=int32)'),
+    ('np.nanmax(a, 0)', 'Var', 'array(5., dtype=float32)'),
+    ('np.nansum(a,0)', 'float', '8.0'),
+    ('np.sum(np.array(3.0))', 'float', '3.0'),
+    ('np.argmin(a, 0)', 'Var', 'array(0, dtype=int32)'),
+    ('np.average(a, 0)', 'Var', 'array(2.6666667, dtype=float32)'),
+    ('np.dot(a, a)', 'float', '30.0'),
+    ('np.linalg.norm(a, axis=0)', 'Var', 'array(5.477226, dtype=float32)'),
+    ('np.var(np.array([[1.,2.],[3.,5.]]), 0)', 'Var', 'array([1.  , 2.25], dtype=float32)'),
+    ('np.argmax(np.array([[1,2],[3,0]]), 1)', 'Var', 'array([1, 0], dtype=int32)'),
+    ('np.mean(np.array([[1,2],[3,0]]), 1)', 'Var', 'array([1.5, 1.5], dtype=float32)'),
+    ('np.sum(np.array([[1,2],[3,0]]), (0,1))', 'int', '6'),
+]
+
+
+@pytest.mark.parametrize("expr, type_name, expected", REDUCTION_TYPES)
+def test_reduction_result_types(expr, type_name, expected):
+    a = np.array([1.0, 5.0, 2.0])  # noqa: F841 (used by eval)
+    got = eval(expr)
+    assert type(got).__name__ == type_name
+    assert repr(got).replace("\n", " ") == expected
+
+
 @pytest.mark.parametrize("expr, expected", RECORDED)
 def test_recorded_mnn_behaviour(expr, expected):
     assert repr(eval(expr)) == expected
