@@ -263,3 +263,143 @@ def test_narrowing_rules():
     assert np.array([True, False]).read().dtype == numpy.int32
     assert np.less(np.array([1, 2]), 2).read().dtype == numpy.int32
     assert np.zeros([2], dtype=np.uint8).read().dtype == numpy.uint8
+
+
+#: More recorded MNN answers on ``i = array([1, 4, 9])``, ``f = array([1.5, -2.5, 0.5])``,
+#: ``m = array([[1, 2], [3, 4]])``: (expression, result type, repr with newlines flattened).
+RECORDED_IFM = [
+    ('np.sqrt(i)', 'Var', 'array([1., 2., 3.], dtype=float32)'),
+    ('np.abs(i)', 'Var', 'array([1, 4, 9], dtype=int32)'),
+    ('np.sign(i)', 'Var', 'array([1, 1, 1], dtype=int32)'),
+    ('np.ceil(f)', 'Var', 'array([ 2., -2.,  1.], dtype=float32)'),
+    ('np.log(i)', 'Var', 'array([0.       , 1.3862944, 2.1972246], dtype=float32)'),
+    ('np.mean(m, 0)', 'Var', 'array([2., 3.], dtype=float32)'),
+    ('np.var(m, 1)', 'Var', 'array([0.25, 0.25], dtype=float32)'),
+    ('np.std(m)', 'float', '1.1180340051651'),
+    ('np.power(i, 2)', 'Var', 'array([ 1, 16, 81], dtype=int32)'),
+    ('np.power(i, 0.5)', 'Var', 'array([1., 2., 3.], dtype=float32)'),
+    ('np.maximum(i, 2.5)', 'Var', 'array([2.5, 4. , 9. ], dtype=float32)'),
+    ('np.add(i, 1.5)', 'Var', 'array([ 2.5,  5.5, 10.5], dtype=float32)'),
+    ('i + 1.5', 'Var', 'array([ 2.5,  5.5, 10.5], dtype=float32)'),
+    ('i * 2', 'Var', 'array([ 2,  8, 18], dtype=int32)'),
+    ('np.floor_divide(f, 2)', 'Var', 'array([ 0., -2.,  0.], dtype=float32)'),
+    ('np.mod(i, 4)', 'Var', 'array([1, 0, 1], dtype=int32)'),
+    ('np.around(f)', 'Var', 'array([ 2., -3.,  1.], dtype=float32)'),
+    ('np.round(f)', 'Var', 'array([ 2., -3.,  1.], dtype=float32)'),
+    ('np.cumsum(m, 1)', 'Var', 'array([[1, 3],        [3, 7]], dtype=int32)'),
+    ('np.cumprod(m, 1)', 'Var', 'array([[ 1.,  2.],        [ 3., 12.]], dtype=float32)'),
+    ('np.clip(i, 2, 5)', 'Var', 'array([2, 4, 5], dtype=int32)'),
+    ('np.clip(f, -1, 1)', 'Var', 'array([ 1. , -1. ,  0.5], dtype=float32)'),
+    ('np.hypot(i, i)', 'Var', 'array([ 1.4142135,  5.656854 , 12.727922 ], dtype=float32)'),
+    ('np.bitwise_and(i, 3)', 'Var', 'array([1, 0, 1], dtype=int32)'),
+    ('np.equal(i, 4)', 'Var', 'array([0, 1, 0], dtype=int32)'),
+    ('np.where(i > 3)', 'tuple', '(array([1, 2], dtype=int32),)'),
+    ('np.expand_dims(i, -1)', 'Var', 'array([[1],        [4],        [9]], dtype=int32)'),
+    ('np.stack([i, i], -1)', 'Var', 'array([[1, 1],        [4, 4],        [9, 9]], dtype=int32)'),
+    ('np.transpose(m, [1,0])', 'Var', 'array([[1, 3],        [2, 4]], dtype=int32)'),
+    ('np.argsort(f)', 'Var', 'array([1, 2, 0], dtype=int32)'),
+    ('np.sort(f)', 'Var', 'array([-2.5,  0.5,  1.5], dtype=float32)'),
+    ('np.ptp(m)', 'int', '3'),
+    ('np.argmin(m)', 'int', '0'),
+    ('np.argmax(m, 1)', 'Var', 'array([1, 1], dtype=int32)'),
+    ('np.max(m, axis=(0,1))', 'Var', 'array(4, dtype=int32)'),
+    ('np.min(m, -1)', 'Var', 'array([1, 3], dtype=int32)'),
+    ('np.tile(m, [2,1])', 'Var', 'array([[1, 2],        [3, 4],        [1, 2],        [3, 4]], dtype=int32)'),
+    ('np.pad(m, 1)', 'Var', 'array([[0, 0, 0, 0],        [0, 1, 2, 0],        [0, 3, 4, 0],        [0, 0, 0, 0]], dtype=int32)'),
+    ('np.arange(1, 7, 2)', 'Var', 'array([1, 3, 5], dtype=int32)'),
+    ('np.arange(5.0)', 'Var', 'array([0., 1., 2., 3., 4.], dtype=float32)'),
+    ('np.eye(3, k=1)', 'Var', 'array([[0., 1., 0.],        [0., 0., 1.],        [0., 0., 0.]], dtype=float32)'),
+    ('np.identity(2, dtype=np.int32)', 'Var', 'array([[1, 0],        [0, 1]], dtype=int32)'),
+    ('np.full([2,2], 7)', 'Var', 'array([[7, 7],        [7, 7]], dtype=int32)'),
+    ('np.ones([2], dtype=np.int32)', 'Var', 'array([1, 1], dtype=int32)'),
+    ('np.empty([2]).shape', 'list', '[2]'),
+    ('np.squeeze(np.ones([1,2,1]), 0).shape', 'list', '[2, 1]'),
+    ('np.atleast_3d(i).shape', 'list', '[1, 3, 1]'),
+    ('np.hsplit(m, 2)', 'list', '[array([[1],        [3]], dtype=int32), array([[2],        [4]], dtype=int32)]'),
+    ('np.vsplit(m, 2)', 'list', '[array([[1, 2]], dtype=int32), array([[3, 4]], dtype=int32)]'),
+    ('np.swapaxes(m, 0, -1)', 'Var', 'array([[1, 3],        [2, 4]], dtype=int32)'),
+    ('np.matmul(m, m)', 'Var', 'array([[ 7, 10],        [15, 22]], dtype=int32)'),
+    ('np.dot(i, i)', 'int', '98'),
+    ('np.negative(f)', 'Var', 'array([-1.5,  2.5, -0.5], dtype=float32)'),
+    ('np.ldexp(f, 2)', 'Var', 'array([  6., -10.,   2.], dtype=float32)'),
+    ('np.square(f)', 'Var', 'array([2.25, 6.25, 0.25], dtype=float32)'),
+    ('np.signbit(f)', 'Var', 'array([0, 1, 0], dtype=int32)'),
+    ('np.nonzero(m > 1)', 'tuple', '(array([0, 1, 1], dtype=int32), array([1, 0, 1], dtype=int32))'),
+    ('np.count_nonzero(m, 1)', 'Var', 'array([2, 2], dtype=int32)'),
+    ('np.argwhere(m > 2)', 'Var', 'array([[1, 0],        [1, 1]], dtype=int32)'),
+    ('np.flatnonzero(m > 2)', 'Var', 'array([2, 3], dtype=int32)'),
+    ('np.msort(np.array([[3,1],[1,2]]))', 'Var', 'array([[1, 1],        [3, 2]], dtype=int32)'),
+    ('np.array_equal(f, f)', 'bool', 'True'),
+    ('np.array_equiv(m, np.array([1,2]))', 'bool', 'False'),
+    ('np.asfarray(i)', 'Var', 'array([1., 4., 9.], dtype=float32)'),
+    ('np.copy(f)', 'Var', 'array([ 1.5, -2.5,  0.5], dtype=float32)'),
+    ('np.ravel(m)', 'Var', 'array([1, 2, 3, 4], dtype=int32)'),
+    ('np.shape(m)', 'tuple', '(2, 2)'),
+    ('np.broadcast_arrays(i, np.array([[1],[2]]))', 'list', '[array([[1, 4, 9],        [1, 4, 9]], dtype=int32), array([[1, 1, 1],        [2, 2, 2]], dtype=int32)]'),
+    ('np.column_stack([i, i])', 'Var', 'array([[1, 1],        [4, 4],        [9, 9]], dtype=int32)'),
+    ('np.row_stack([i, i])', 'Var', 'array([[1, 4, 9],        [1, 4, 9]], dtype=int32)'),
+    ('np.dstack([i, i])', 'Var', 'array([[[1, 1],         [4, 4],         [9, 9]]], dtype=int32)'),
+    ('np.zeros_like(f)', 'Var', 'array([0., 0., 0.], dtype=float32)'),
+    ('np.full_like(i, 2.5)', 'Var', 'array([2, 2, 2], dtype=int32)'),
+    ('np.empty_like(m).shape', 'list', '[2, 2]'),
+    ("np.nanargmin(np.array([float('nan'), 1.]))", 'int', '1'),
+    ('np.logaddexp2(f, f)', 'Var', 'array([ 2.5, -1.5,  1.5], dtype=float32)'),
+    ('np.exp2(i)', 'Var', 'array([  2.,  16., 512.], dtype=float32)'),
+    ('np.log2(i)', 'Var', 'array([0.      , 2.      , 3.169925], dtype=float32)'),
+    ('np.arccosh(i)', 'Var', 'array([0.      , 2.063437, 2.887271], dtype=float32)'),
+    ('np.divmod(i, 2)', 'tuple', '(array([0, 2, 4], dtype=int32), array([1, 0, 1], dtype=int32))'),
+    ('np.rollaxis(np.ones([2,3,4]), 1, 3).shape', 'list', '[2, 4, 3]'),
+    ('np.moveaxis(np.ones([2,3,4]), [0,1], [-1,-2]).shape', 'list', '[4, 3, 2]'),
+    ('np.reshape(m, -1)', 'Var', 'array([1, 2, 3, 4], dtype=int32)'),
+    ('np.broadcast_to(np.array(1.0), [2])', 'Var', 'array([1., 1.], dtype=float32)'),
+    ('np.matrix([[1,2]])', 'Var', 'array([[1, 2]], dtype=int32)'),
+    ('np.mat(m)', 'Var', 'array([[1, 2],        [3, 4]], dtype=int32)'),
+    ('np.asmatrix(f)', 'Var', 'array([[ 1.5, -2.5,  0.5]], dtype=float32)'),
+    ('np.positive(f)', 'Var', 'array([ 1.5, -2.5,  0.5], dtype=float32)'),
+    ('np.float_power(f, 2)', 'Var', 'array([2.25, 6.25, 0.25], dtype=float32)'),
+]
+
+#: Deliberate deviations on the same inputs: (expression, real MNN's repr, mnnjit's = numpy's repr).
+DEVIATIONS_IFM = [
+    ('np.floor(i)', 'array([1., 4., 9.], dtype=float32)', 'array([1, 4, 9], dtype=int32)'),
+    ('np.reciprocal(i)', 'array([1.        , 0.25      , 0.11111111], dtype=float32)', 'array([1, 0, 0], dtype=int32)'),
+    ('np.fmod(np.array([-5, 5]), 3)', 'array([1, 2], dtype=int32)', 'array([-2,  2], dtype=int32)'),
+    ('np.arctan2(i, i)', '', 'array([0.7853981, 0.7853981, 0.7853981], dtype=float32)'),
+    ('np.concatenate([i, f])', 'array([ 1.4e-45,  5.6e-45,  1.3e-44,  1.5e+00, -2.5e+00,  5.0e-01],       dtype=float32)', 'array([ 1. ,  4. ,  9. ,  1.5, -2.5,  0.5], dtype=float32)'),
+    ('np.sum(m, keepdims=True)', '10', 'array([[10]], dtype=int32)'),
+    ('np.repeat(m, 2, 1)', 'array([1, 1, 2, 2, 3, 3, 4, 4], dtype=int32)', 'array([[1, 1, 2, 2],        [3, 3, 4, 4]], dtype=int32)'),
+    ("np.pad(m, [[1,0],[0,2]], 'reflect')", 'array([[3, 4, 3, 0],        [1, 2, 1, 0],        [3, 4, 3, 0]], dtype=int32)', 'array([[3, 4, 3, 4],        [1, 2, 1, 2],        [3, 4, 3, 4]], dtype=int32)'),
+    ('np.linspace(0, 1, 5, endpoint=False)', '', 'array([0. , 0.2, 0.4, 0.6, 0.8], dtype=float32)'),
+    ('np.inner(m, m)', 'array([[ 7, 10],        [15, 22]], dtype=int32)', 'array([[ 5, 11],        [11, 25]], dtype=int32)'),
+    ('np.divide(i, 2)', 'array([0, 2, 4], dtype=int32)', 'array([0.5, 2. , 4.5], dtype=float32)'),
+    ('np.true_divide(m, m)', 'array([[1, 1],        [1, 1]], dtype=int32)', 'array([[1., 1.],        [1., 1.]], dtype=float32)'),
+    ('np.copysign(i, -1)', 'array([-1, -4, -9], dtype=int32)', 'array([-1., -4., -9.], dtype=float32)'),
+    ('np.cbrt(i)', 'array([1, 1, 1], dtype=int32)', 'array([1.       , 1.587401 , 2.0800836], dtype=float32)'),
+    ('np.rint(f)', 'array([ 2., -3.,  1.], dtype=float32)', 'array([ 2., -2.,  0.], dtype=float32)'),
+    ('np.trunc(f)', 'array([ 2., -3.,  1.], dtype=float32)', 'array([ 1., -2.,  0.], dtype=float32)'),
+    ("np.nanmean(np.array([1., float('nan')]))", 'nan', '1.0'),
+    ("np.nanmax(np.array([float('nan'), 1.]))", 'nan', '1.0'),
+    ("np.nanstd(np.array([1., float('nan'), 3.]))", '0.0', '1.0'),
+    ('np.modf(f)', '(array([ 0.5, -0.5,  0.5], dtype=float32), array([ 1., -3.,  0.], dtype=float32))', '(array([ 0.5, -0.5,  0.5], dtype=float32), array([ 1., -2.,  0.], dtype=float32))'),
+    ('np.fix(np.array([2.7]))', 'array([3.], dtype=float32)', 'array([2.], dtype=float32)'),
+    ('np.fabs(i)', 'array([1, 4, 9], dtype=int32)', 'array([1., 4., 9.], dtype=float32)'),
+]
+
+
+def _ifm():
+    return np.array([1, 4, 9]), np.array([1.5, -2.5, 0.5]), np.array([[1, 2], [3, 4]])
+
+
+@pytest.mark.parametrize("expr, type_name, expected", RECORDED_IFM)
+def test_recorded_ifm(expr, type_name, expected):
+    i, f, m = _ifm()  # noqa: F841 (used by eval)
+    got = eval(expr)
+    assert type(got).__name__ == type_name
+    assert repr(got).replace("\n", " ") == expected
+
+
+@pytest.mark.parametrize("expr, mnn_answer, expected", DEVIATIONS_IFM)
+def test_deviation_ifm(expr, mnn_answer, expected):
+    i, f, m = _ifm()  # noqa: F841 (used by eval)
+    got = repr(eval(expr)).replace("\n", " ")
+    assert got == expected and got != mnn_answer
