@@ -221,18 +221,12 @@ def _case_delete(d):
 
 
 def _case_insert(d):
-    a = d.draw(arrays(shapes(min_dims=1, max_dims=1)))
-    n = a.shape[0]
-    obj = d.draw(st.one_of(st.integers(-n, n), st.lists(st.integers(-n, n), min_size=1, max_size=3)))
-    vals = 9 if d.draw(st.booleans()) else [5]
-    return (lambda: mnp.insert(a, obj, vals)), (lambda: np.insert(a, obj, vals))
-
-
-def _case_insert2d(d):
-    a = np.arange(6, dtype=np.int32).reshape(2, 3)
-    ax = d.draw(st.integers(0, 1))
-    pos = d.draw(st.integers(0, a.shape[ax]))
-    return (lambda: mnp.insert(a, pos, 9, axis=ax)), (lambda: np.insert(a, pos, 9, axis=ax))
+    a = d.draw(st.sampled_from([np.arange(6, dtype=np.int32).reshape(2, 3),
+                                np.arange(24, dtype=np.float32).reshape(2, 3, 4), np.arange(4, dtype=np.int32)]))
+    ax = d.draw(st.sampled_from([None] + list(range(a.ndim))))
+    obj = d.draw(st.sampled_from([0, 1, -1, [1], [0, 1], [2, 0], slice(1, None), [-1, 1], [], slice(0, 0), 9]))
+    vals = d.draw(st.sampled_from([5, [7, 8], [[7], [8]], [[1, 2, 3]], [0, 1, 2, 3], [[[1]]], []]))
+    return (lambda: mnp.insert(a, obj, vals, axis=ax)), (lambda: np.insert(a, obj, vals, axis=ax))
 
 
 def _case_trim_zeros(d):
