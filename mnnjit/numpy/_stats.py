@@ -475,6 +475,8 @@ def diff(a: Any, n: int = 1, axis: int = -1, prepend: Any = None, append: Any = 
     if nd == 0:
         raise ValueError("diff requires input that is at least one dimensional")
     ax = axis_arg(axis, nd)
+    if n == 0:
+        return x  # numpy: n=0 returns the input unchanged (prepend/append ignored)
     parts = []
     for extra in (prepend, None, append):
         if extra is None:
