@@ -132,3 +132,5 @@ from ._shape import (  # noqa: E402,F401
     reverse_sequence, scatter_nd, shape, size, slice, split, squeeze, stack, strided_slice, tile, transpose,
     unsqueeze, unstack)
 from ._graph import get_inputs_and_outputs, jsonop  # noqa: E402,F401
+# ---------------------------------------------------------------------------------------------
+from ._io import load_as_list, load_as_dict, save, get_inputs_and_outputs  # models engineer

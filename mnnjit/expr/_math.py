@@ -110,7 +110,7 @@ def histogram(input: Any, binNum: int, minVal: float, maxVal: float) -> Var:  # 
 def svd(x: Any) -> list[Var]:
     """Reduced singular value decomposition of a 2-D ``x``: [w (singular values), u, vt]."""
     n = C.as_float(C.node(x))
-    return list(B.make("svd", [n], {}))
+    return list(B.make("svd_mnn", [n], {}))
 
 
 def unravel_index(indices: Any, shape: Any) -> Var:

@@ -309,6 +309,6 @@ def _svd_ref(xs, attrs):
     return s.astype(F32), u.astype(F32), vt.astype(F32)
 
 
-register(OpDef("svd", "opaque", _svd_infer, _svd_ref, mnn_type="Svd", n_out=3,
+register(OpDef("svd_mnn", "opaque", _svd_infer, _svd_ref, mnn_type="Svd", n_out=3,
                doc="reduced SVD: (singular values, u, vt)"))
 

@@ -1,0 +1,1 @@
+"""CPU backend: Numba kernels (imported lazily)."""
