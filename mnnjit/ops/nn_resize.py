@@ -16,6 +16,9 @@ from .._dtypes import F32, I32
 from .registry import OpDef, register
 
 METHODS = ("nearest", "nearest_round", "nearest_floor", "nearest_ceil", "bilinear", "cubic")
+#: Output taps above which float resizes run the Numba kernel (docs/notes/expr.md).
+NUMBA_WORK = 1 << 20
+
 COORDS = ("asymmetric", "align_corners", "half_pixel", "pytorch_half_pixel", "tf_half_pixel")
 
 
@@ -110,6 +113,9 @@ def resize_ref(xs: list, attrs: dict) -> np.ndarray:
         x = np.asarray(x, np.float32)
     ih, wh = _axis_taps(h, oh, attrs, 0)
     iw, ww = _axis_taps(w, ow, attrs, 1)
+    if not attrs["method"].startswith("nearest") and x.dtype == np.float32 and x.size and x.size // (h * w) * oh * ow * ih.shape[1] * iw.shape[1] >= NUMBA_WORK:
+        from ..backends.cpu import nn_kernels
+        return nn_kernels.resize_separable(x, ih, wh, iw, ww)
     # resize the axis that shrinks the data most first
     if oh * w <= h * ow:
         y = _apply_axis(x, x.ndim - 2, ih, wh)
