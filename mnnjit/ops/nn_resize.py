@@ -113,7 +113,8 @@ def resize_ref(xs: list, attrs: dict) -> np.ndarray:
         x = np.asarray(x, np.float32)
     ih, wh = _axis_taps(h, oh, attrs, 0)
     iw, ww = _axis_taps(w, ow, attrs, 1)
-    if not attrs["method"].startswith("nearest") and x.dtype == np.float32 and x.size and x.size // (h * w) * oh * ow * ih.shape[1] * iw.shape[1] >= NUMBA_WORK:
+    work = (x.size // (h * w) if h * w else 0) * oh * ow * ih.shape[1] * iw.shape[1]
+    if not attrs["method"].startswith("nearest") and x.dtype == np.float32 and work >= NUMBA_WORK:
         from ..backends.cpu import nn_kernels
         return nn_kernels.resize_separable(x, ih, wh, iw, ww)
     # resize the axis that shrinks the data most first
