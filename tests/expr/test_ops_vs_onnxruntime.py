@@ -232,3 +232,13 @@ def test_one_hot_and_nms_vs_onnx():
                                          np.array([0.2], np.float32)], {}, opset=11)
     got = mine("nms", [boxes[0], scores[0, 0]], {"max_out": 7, "iou_threshold": 0.4, "score_threshold": 0.2})
     np.testing.assert_array_equal(got[got >= 0], sel[:, 2])
+
+
+@pytest.mark.parametrize("mode", ["bilinear", "nearest"])
+@pytest.mark.parametrize("pad", ["zeros", "border", "reflection"])
+@pytest.mark.parametrize("align", [0, 1])
+def test_grid_sample_vs_onnx(mode, pad, align):
+    grid = rng.uniform(-1.3, 1.3, (2, 4, 3, 2)).astype(np.float32)
+    want = run_onnx("GridSample", [X, grid], {"mode": mode, "padding_mode": pad, "align_corners": align}, opset=16)
+    got = mine("grid_sample", [X, grid], {"mode": mode, "padding": pad, "align_corners": bool(align)})
+    np.testing.assert_allclose(got, want, atol=1e-5)
