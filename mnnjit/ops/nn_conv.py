@@ -181,7 +181,7 @@ def conv2d_ref(xs: list, attrs: dict) -> np.ndarray:
 
 register(OpDef("conv2d", "opaque", _conv_infer, conv2d_ref, mnn_type="Convolution",
                doc="2-D convolution with fused bias and relu/relu6 (see docs/NN_OPS.md)",
-               extra={"cpu_kernel": "mnnjit.backends.cpu.nn_kernels:conv2d"}))
+               extra={"kernel": "nn_kernels.depthwise_conv2d (used by the ref above DEPTHWISE_NUMBA_WORK)"}))
 
 
 # ---------------------------------------------------------------- conv2d_transpose

@@ -95,3 +95,46 @@ def resize_separable(x: np.ndarray, ih: np.ndarray, wh: np.ndarray, iw: np.ndarr
     _resize_sep(planes, np.ascontiguousarray(ih, np.int64), np.ascontiguousarray(wh, np.float32),
                 np.ascontiguousarray(iw, np.int64), np.ascontiguousarray(ww, np.float32), out)
     return out.reshape(lead + out.shape[1:])
+
+
+@nb.njit(**_JIT)
+def _pool(x, kh, kw, sh, sw, pt, pl, pb, pr, is_max, include_pad, out):  # pragma: no cover - compiled
+    p_, h, w = x.shape
+    oh, ow = out.shape[1], out.shape[2]
+    for p in nb.prange(p_):
+        src = x[p]
+        dst = out[p]
+        for i in range(oh):
+            h0 = i * sh - pt
+            hs = min(max(h0, 0), h - 1)
+            he = max(min(h0 + kh, h), hs + 1)  # an all-padding window takes the nearest edge row (max)
+            ch = min(h0 + kh, h + pb) - h0 if include_pad else min(h0 + kh, h) - max(h0, 0)
+            for j in range(ow):
+                w0 = j * sw - pl
+                ws = min(max(w0, 0), w - 1)
+                we = max(min(w0 + kw, w), ws + 1)
+                if is_max:
+                    m = src[hs, ws]
+                    for a in range(hs, he):
+                        for b in range(ws, we):
+                            if src[a, b] > m:
+                                m = src[a, b]
+                    dst[i, j] = m
+                else:
+                    cw = min(w0 + kw, w + pr) - w0 if include_pad else min(w0 + kw, w) - max(w0, 0)
+                    acc = np.float32(0.0)
+                    for a in range(max(h0, 0), min(h0 + kh, h)):
+                        for b in range(max(w0, 0), min(w0 + kw, w)):
+                            acc += src[a, b]
+                    cnt = max(ch, 0) * max(cw, 0)
+                    dst[i, j] = acc / cnt if cnt > 0 else np.float32(0.0)
+
+
+def pool2d(x: np.ndarray, kind: str, kernel, stride, pads, out_hw, include_pad: bool) -> np.ndarray:
+    """Max/avg pooling of float32 NCHW ``x`` (the semantics of ``mnnjit.ops.nn_pool.pool2d_ref``)."""
+    n, c, h, w = x.shape
+    planes = np.ascontiguousarray(x, np.float32).reshape(n * c, h, w)
+    out = np.empty((n * c,) + tuple(out_hw), np.float32)
+    t, b, l, r = pads
+    _pool(planes, kernel[0], kernel[1], stride[0], stride[1], t, l, b, r, kind == "max", bool(include_pad), out)
+    return out.reshape(n, c, out_hw[0], out_hw[1])
