@@ -249,3 +249,22 @@ def test_space_batch_padded_vs_loops():
             np.testing.assert_array_equal(y[(i * bw + j) * n:(i * bw + j + 1) * n], xp[:, :, i::bh, j::bw])
     back = values(JF, JF.batch_to_space_nd(c4(JF, y), [bh, bw], [[t, b], [l, r]]))
     np.testing.assert_array_equal(back, X)
+
+
+def test_set_thread_number_drives_openblas():
+    import ctypes
+    import glob
+    import os
+    libs = glob.glob(os.path.dirname(np.__file__) + ".libs/libscipy_openblas*.so")
+    if not libs:
+        pytest.skip("numpy is not linked with the bundled scipy-openblas")
+    get = getattr(ctypes.CDLL(libs[0]), "scipy_openblas_get_num_threads64_", None)
+    if get is None:
+        pytest.skip("no OpenBLAS thread getter")
+    get.restype = ctypes.c_int
+    try:
+        JF.set_thread_number(1)
+        assert get() == 1
+    finally:
+        JF.set_thread_number(os.cpu_count() or 1)
+    assert get() == min(os.cpu_count() or 1, 8)
