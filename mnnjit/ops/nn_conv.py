@@ -88,9 +88,16 @@ def pad_or_crop(x: np.ndarray, pads: Sequence[int], value: float = 0.0, mode: st
         x = x[..., max(0, -t): h - max(0, -b), max(0, -l): w - max(0, -r)]
         t, b, l, r = max(t, 0), max(b, 0), max(l, 0), max(r, 0)
     if t or b or l or r:
-        widths = [(0, 0)] * (x.ndim - 2) + [(t, b), (l, r)]
         if mode == "constant":
-            return np.pad(x, widths, constant_values=value)
+            h, w = x.shape[-2], x.shape[-1]
+            out = np.empty(x.shape[:-2] + (h + t + b, w + l + r), x.dtype)
+            if value == 0:
+                out[...] = 0
+            else:
+                out.fill(value)
+            out[..., t: t + h, l: l + w] = x
+            return out
+        widths = [(0, 0)] * (x.ndim - 2) + [(t, b), (l, r)]
         return np.pad(x, widths, mode=mode)
     return x
 

@@ -22,26 +22,30 @@ def _depthwise(xp, w, bias, sh, sw, dh, dw, oh, ow, act, out):  # pragma: no cov
         ch = p % c
         src = xp[b, ch]
         dst = out[b, ch]
-        for i in range(oh):
-            for j in range(ow):
-                dst[i, j] = 0.0
-        for u in range(kh):
-            for v in range(kw):
-                wv = w[ch, u, v]
-                for i in range(oh):
-                    row = src[i * sh + u * dh]
-                    o = dst[i]
-                    for j in range(ow):
-                        o[j] += row[j * sw + v * dw] * wv
+        acc = np.empty(ow, np.float32)  # one output row, kept in L1 while every tap adds into it
         bv = bias[ch]
         for i in range(oh):
             for j in range(ow):
-                r = dst[i, j] + bv
+                acc[j] = 0.0
+            for u in range(kh):
+                row = src[i * sh + u * dh]
+                for v in range(kw):
+                    wv = w[ch, u, v]
+                    off = v * dw
+                    if sw == 1:
+                        for j in range(ow):
+                            acc[j] += row[j + off] * wv
+                    else:
+                        for j in range(ow):
+                            acc[j] += row[j * sw + off] * wv
+            o = dst[i]
+            for j in range(ow):
+                r = acc[j] + bv
                 if act == 1:
                     r = max(r, np.float32(0.0))
                 elif act == 2:
                     r = min(max(r, np.float32(0.0)), np.float32(6.0))
-                dst[i, j] = r
+                o[j] = r
 
 
 def depthwise_conv2d(xp: np.ndarray, w: np.ndarray, bias: np.ndarray | None, stride, dilation, oh: int, ow: int,
