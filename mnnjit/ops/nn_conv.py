@@ -20,7 +20,7 @@ from .registry import OpDef, register
 ACTS = ("", "relu", "relu6")
 
 #: Multiply-adds above which a depthwise convolution runs the Numba kernel (measured: docs/notes/expr.md).
-DEPTHWISE_NUMBA_WORK = 1 << 21
+DEPTHWISE_NUMBA_WORK = 1 << 23
 
 
 # ---------------------------------------------------------------- geometry helpers
