@@ -22,7 +22,7 @@ from .registry import OpDef, register
 
 
 #: Window cells above which float32 pooling runs the Numba kernel (docs/notes/expr.md).
-NUMBA_WORK = 1 << 21
+NUMBA_WORK = 1 << 23
 
 
 def pool_out_size(n: int, pb: int, pe: int, k: int, s: int, ceil_mode: bool | str = False) -> int:
