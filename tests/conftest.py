@@ -1,0 +1,25 @@
+"""Shared test configuration: hypothesis profiles and paths to ../shared."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, settings
+
+ROOT = Path(__file__).resolve().parent.parent
+SHARED = Path(os.environ.get("MNNJIT_SHARED", ROOT.parent / "shared"))
+
+settings.register_profile("default", max_examples=60, deadline=None,
+                          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+settings.register_profile("ci", max_examples=40, deadline=None,
+                          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+settings.load_profile("ci" if os.environ.get("CI") else "default")
+
+
+@pytest.fixture(scope="session")
+def shared_dir() -> Path:
+    """The ../shared directory beside the project (models, reference docs, tools)."""
+    if not SHARED.is_dir():
+        pytest.skip(f"../shared not found at {SHARED}")
+    return SHARED
