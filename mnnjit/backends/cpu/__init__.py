@@ -1,0 +1,1 @@
+"""The Numba CPU backend (kernels are imported lazily: importing this package never imports numba)."""
