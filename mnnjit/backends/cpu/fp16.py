@@ -16,11 +16,18 @@ This module imports numba: import it lazily (never from ``import mnnjit``).
 """
 from __future__ import annotations
 
-import numpy as np
-from llvmlite import ir
-from numba import njit, prange, types
-from numba.core import errors
-from numba.extending import intrinsic, overload
+import os
+
+# Numba's OpenMP workers spin after a parallel region and starve OpenBLAS's threads (and the
+# reverse): a numpy matmul followed by a small prange kernel took 8 ms instead of 0.2 ms here.
+# Passive waiting must be chosen before libgomp starts (the first parallel kernel launch).
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+import numpy as np  # noqa: E402
+from llvmlite import ir  # noqa: E402
+from numba import njit, prange, types  # noqa: E402
+from numba.core import errors  # noqa: E402
+from numba.extending import intrinsic, overload  # noqa: E402
 
 __all__ = ["f16_to_f32", "f32_to_f16", "load", "store", "to_f16", "to_f32", "as_bits",
            "STORAGE_F16"]

@@ -25,7 +25,8 @@ from typing import Optional, Sequence, Tuple
 import numpy as np
 from numba import njit, prange
 
-from .fp16 import load, store
+from ._blas import sgemm
+from .fp16 import f16_to_f32, load, store
 
 __all__ = ["ACTIVATIONS", "activation", "add", "conv2d", "depthwise_conv2d", "pool2d",
            "global_avg_pool", "storage_view", "new_like"]
@@ -61,6 +62,45 @@ def _act(v, act):
     return v / (np.float32(1.0) + np.exp(-v))
 
 
+@njit(inline="always")
+def _store_act(dst, d0, src, s0, b, n, act):
+    """dst[d0 + j] = act(src[s0 + j] + b) for j < n; the activation switch sits outside the loops
+    (a run-time branch inside a loop stops LLVM vectorising it, and scalar half conversions are
+    several times slower than the vector F16C ones)."""
+    if act == 0:
+        for j in range(n):
+            store(dst, d0 + j, load(src, s0 + j) + b)
+    elif act == 1:
+        for j in range(n):
+            store(dst, d0 + j, max(load(src, s0 + j) + b, np.float32(0.0)))
+    elif act == 2:
+        for j in range(n):
+            store(dst, d0 + j, min(max(load(src, s0 + j) + b, np.float32(0.0)), np.float32(6.0)))
+    else:
+        for j in range(n):
+            store(dst, d0 + j, _act(load(src, s0 + j) + b, act))
+
+
+@njit(inline="always")
+def _add_act(dst, a, b, i0, n, act):
+    """dst[i] = act(a[i] + b[i]) for i in i0 .. i0+n (activation switch outside the loops)."""
+    if act == 0:
+        for i in range(i0, i0 + n):
+            store(dst, i, load(a, i) + load(b, i))
+    elif act == 1:
+        for i in range(i0, i0 + n):
+            store(dst, i, max(load(a, i) + load(b, i), np.float32(0.0)))
+    elif act == 2:
+        for i in range(i0, i0 + n):
+            store(dst, i, min(max(load(a, i) + load(b, i), np.float32(0.0)), np.float32(6.0)))
+    else:
+        for i in range(i0, i0 + n):
+            store(dst, i, _act(load(a, i) + load(b, i), act))
+
+
+_CHUNK = 8192
+
+
 def storage_view(a: np.ndarray) -> np.ndarray:
     """The array a kernel takes: float16 -> its uint16 bits; float32 unchanged."""
     if a.dtype == np.float16:
@@ -78,14 +118,18 @@ def new_like(dtype: np.dtype, shape: Sequence[int]) -> np.ndarray:
 # ---------------------------------------------------------------- elementwise
 @njit(parallel=True, cache=True)
 def _k_act(x, out, act):
-    for i in prange(x.size):
-        store(out, i, _act(load(x, i), act))
+    nch = (x.size + _CHUNK - 1) // _CHUNK
+    for ch in prange(nch):
+        i0 = ch * _CHUNK
+        _store_act(out, i0, x, i0, np.float32(0.0), min(_CHUNK, x.size - i0), act)
 
 
 @njit(parallel=True, cache=True)
 def _k_add(a, b, out, act):
-    for i in prange(a.size):
-        store(out, i, _act(load(a, i) + load(b, i), act))
+    nch = (a.size + _CHUNK - 1) // _CHUNK
+    for ch in prange(nch):
+        i0 = ch * _CHUNK
+        _add_act(out, a, b, i0, min(_CHUNK, a.size - i0), act)
 
 
 def _flat_out(x: np.ndarray, out: Optional[np.ndarray]) -> np.ndarray:
@@ -117,49 +161,117 @@ def add(a: np.ndarray, b: np.ndarray, act: str = "", out: Optional[np.ndarray] =
 
 
 # ---------------------------------------------------------------- conv (im2col + BLAS)
-@njit(parallel=True, cache=True)
-def _k_pack_1x1(x, n, p0, col):
-    """col[c, t] = float32(x[n, c, p0 + t]) for x viewed [N, C, H*W]."""
-    C, T = col.shape
-    for c in prange(C):
-        for t in range(T):
-            col[c, t] = load(x, (n, c, p0 + t))
+W_DENSE, W_HALF, W_Q8, W_Q4 = 0, 1, 2, 3
+_F32_DUMMY = np.zeros((1, 1), np.float32)
+_U16_DUMMY = np.zeros((1, 1), np.uint16)
+_I8_DUMMY = np.zeros((1, 1), np.int8)
+_U8_DUMMY = np.zeros((1, 1), np.uint8)
+_S_DUMMY = np.zeros((1, 1), np.float32)
+
+
+@njit(inline="always")
+def _weight_rows(wkind, w16, wq, w4, scale, offset, bs, r0, n, dst):
+    """dst[:n] = float32 rows r0..r0+n of a half / int8 / packed-int4 weight matrix."""
+    K = dst.shape[1]
+    for r in range(n):
+        rr = r0 + r
+        if wkind == 1:
+            for k in range(K):
+                dst[r, k] = f16_to_f32(w16[rr, k])
+        elif wkind == 2:
+            for k in range(K):
+                g = k // bs
+                dst[r, k] = np.float32(wq[rr, k]) * scale[rr, g] + offset[rr, g]
+        else:
+            for k in range(K):
+                byte = np.int32(w4[rr, k >> 1])
+                nib = (byte >> 4) if (k & 1) == 0 else (byte & 15)
+                g = k // bs
+                dst[r, k] = np.float32((nib ^ 8) - 8) * scale[rr, g] + offset[rr, g]
+
+
+@njit(inline="never")
+def _keep_alive(a, b):
+    return a.shape[0] + b.shape[0]
 
 
 @njit(parallel=True, cache=True)
-def _k_pack(x, n, c0, p0, kh, kw, sh, sw, pt, pl, dh, dw, ow, col):
-    """im2col of one tile: col[(c*kh+ky)*kw+kx, t] for output pixels p0..p0+T of image n,
-    input channels c0.. (x is [N, C, H, W]); out-of-image taps are 0."""
-    K, T = col.shape
-    H = x.shape[2]
-    W = x.shape[3]
-    for k in prange(K):
-        c = c0 + k // (kh * kw)
-        ky = (k // kw) % kh
-        kx = k % kw
-        oy = p0 // ow
-        ox = p0 - oy * ow
-        for t in range(T):
-            iy = oy * sh - pt + ky * dh
-            ix = ox * sw - pl + kx * dw
-            if 0 <= iy < H and 0 <= ix < W:
-                col[k, t] = load(x, (n, c, iy, ix))
-            else:
-                col[k, t] = np.float32(0.0)
-            ox += 1
-            if ox == ow:
-                ox = 0
-                oy += 1
-
-
-@njit(parallel=True, cache=True)
-def _k_epilogue(acc, bias, out, n, o0, p0, act):
-    """out[n, o0 + o, p0 + t] = act(acc[o, t] + bias[o0 + o]) (out viewed [N, O, P])."""
-    O, T = acc.shape
-    for o in prange(O):
-        b = bias[o0 + o]
-        for t in range(T):
-            store(out, (n, o0 + o, p0 + t), _act(acc[o, t] + b, act))
+def _k_conv(x, H, W, wkind, w32, w16, wq, w4, scale, offset, bs, bias, out, OW, group, cg, og,
+            kh, kw, sh, sw, pt, pl, dh, dw, T, RB, act, direct):
+    """One launch per convolution (x viewed [N, C, H*W], out [N, O, OH*OW]).
+    Tasks = (image, group, pixel tile, output-row block); each thread packs its im2col tile
+    (widening fp16 to fp32), gets float32 weight rows (a pointer into fp32 weights, or rows
+    widened/dequantized into a scratch block), multiplies with single-threaded OpenBLAS sgemm
+    and runs the fused bias + activation epilogue (narrowing to the output storage)."""
+    N, C = x.shape[0], x.shape[1]
+    P = out.shape[2]
+    K = cg * kh * kw
+    ntp = (P + T - 1) // T
+    nob = (og + RB - 1) // RB
+    ntask = N * group * ntp * nob
+    pointwise = kh == 1 and kw == 1 and sh == 1 and sw == 1 and pt == 0 and pl == 0
+    for task in prange(ntask):
+        ob = task % nob
+        rest = task // nob
+        tp = rest % ntp
+        rest = rest // ntp
+        g = rest % group
+        n = rest // group
+        p0 = tp * T
+        t = min(T, P - p0)
+        o0 = g * og + ob * RB
+        m = min(RB, g * og + og - o0)
+        acc = np.empty((m, t), np.float32)
+        # scratch buffers are referenced again after sgemm (_keep_alive): a raw pointer does not
+        # hold a reference, and Numba frees an array right after its last use
+        col = np.empty((1 if direct else K, t), np.float32)
+        wrows = np.empty((1 if wkind == 0 else m, K), np.float32)
+        if direct:
+            bptr = x.ctypes.data + 4 * ((n * C + g * cg) * H * W + p0)
+            ldb = H * W
+        else:
+            for k in range(K):
+                xr = x[n, g * cg + k // (kh * kw)]
+                cr = col[k]
+                if pointwise:
+                    for j in range(t):
+                        cr[j] = load(xr, p0 + j)
+                    continue
+                ky = (k // kw) % kh
+                kx = k % kw
+                oy = p0 // OW
+                ox = p0 - oy * OW
+                j = 0
+                while j < t:
+                    # one output row segment: ox .. min(OW, ox + t - j)
+                    seg = min(OW - ox, t - j)
+                    iy = oy * sh - pt + ky * dh
+                    if iy < 0 or iy >= H:
+                        for q in range(seg):
+                            cr[j + q] = np.float32(0.0)
+                    else:
+                        base = iy * W - pl + kx * dw
+                        for q in range(seg):
+                            ix = (ox + q) * sw - pl + kx * dw
+                            if 0 <= ix < W:
+                                cr[j + q] = load(xr, base + (ox + q) * sw)
+                            else:
+                                cr[j + q] = np.float32(0.0)
+                    j += seg
+                    ox = 0
+                    oy += 1
+            bptr = col.ctypes.data
+            ldb = t
+        if wkind == 0:
+            aptr = w32.ctypes.data + 4 * o0 * K
+        else:
+            _weight_rows(wkind, w16, wq, w4, scale, offset, bs, o0, m, wrows)
+            aptr = wrows.ctypes.data
+        sgemm(101, 111, 111, m, t, K, np.float32(1.0), aptr, K, bptr, ldb,
+              np.float32(0.0), acc.ctypes.data, t)
+        _keep_alive(col, wrows)
+        for o in range(m):
+            _store_act(out[n, o0 + o], p0, acc[o], 0, bias[o0 + o], t, act)
 
 
 def _conv_out_hw(h: int, w: int, kh: int, kw: int, stride, pads, dilation) -> Tuple[int, int]:
@@ -171,16 +283,34 @@ def _conv_out_hw(h: int, w: int, kh: int, kw: int, stride, pads, dilation) -> Tu
     return oh, ow
 
 
+def _weight_args(src):
+    """(kind, w32, w16, wq, w4, scale, offset, block) for the conv kernel."""
+    from .quant import DenseRows, HalfRows, QuantRows
+    if isinstance(src, DenseRows):
+        return W_DENSE, src.w, _U16_DUMMY, _I8_DUMMY, _U8_DUMMY, _S_DUMMY, _S_DUMMY, 1
+    if isinstance(src, HalfRows):
+        return W_HALF, _F32_DUMMY, src.w16.view(np.uint16), _I8_DUMMY, _U8_DUMMY, _S_DUMMY, \
+            _S_DUMMY, 1
+    if isinstance(src, QuantRows):
+        if src.bits <= 4:
+            return W_Q4, _F32_DUMMY, _U16_DUMMY, _I8_DUMMY, src.codes, src.scale, src.offset, \
+                src.block
+        return W_Q8, _F32_DUMMY, _U16_DUMMY, src.codes, _U8_DUMMY, src.scale, src.offset, \
+            src.block
+    raise TypeError(f"unsupported weight source {type(src).__name__}")
+
+
 def conv2d(x: np.ndarray, weight, bias: Optional[np.ndarray], kernel: Tuple[int, int],
            stride=(1, 1), pads=(0, 0, 0, 0), dilation=(1, 1), group: int = 1,
            act: str = "", tile: Optional[int] = None) -> np.ndarray:
     """2-D convolution, NCHW, output storage = input storage (float16 or float32).
 
-    ``weight`` is a weight source with ``rows``/``shape`` (see :mod:`.quant`, e.g.
-    ``as_weight_source(w.reshape(O, -1))``) or a float32 ``[O, C/group*kh*kw]`` array;
-    ``pads`` = (top, bottom, left, right). Depthwise convolutions (``group == C == O``) go to
-    :func:`depthwise_conv2d`. Each output tile of ``tile`` pixels is packed (widened to float32),
-    multiplied by BLAS and narrowed by the fused bias + activation epilogue."""
+    ``weight`` is a weight source (:class:`.quant.DenseRows`, :class:`.quant.HalfRows`,
+    :class:`.quant.QuantRows`) or a float32/float16 ``[O, C/group*kh*kw]`` array;
+    ``pads`` = (top, bottom, left, right). One parallel kernel packs each output tile of
+    ``tile`` pixels (widened to float32), multiplies it with OpenBLAS sgemm and narrows it in
+    the fused bias + activation epilogue. Use :func:`depthwise_conv2d` for depthwise convs."""
+    from ._blas import single_threaded_blas
     from .quant import as_weight_source
     src = as_weight_source(weight)
     if x.ndim != 4:
@@ -194,71 +324,69 @@ def conv2d(x: np.ndarray, weight, bias: Optional[np.ndarray], kernel: Tuple[int,
     if K != cg * kh * kw:
         raise ValueError(f"conv2d: weight has {K} columns, expected C/group*kh*kw = "
                          f"{cg}*{kh}*{kw} = {cg * kh * kw}")
-    if bias is None:
-        bias = np.zeros(O, np.float32)
-    bias = np.ascontiguousarray(bias, np.float32)
+    bias = np.zeros(O, np.float32) if bias is None else np.ascontiguousarray(bias, np.float32)
     if bias.shape != (O,):
         raise ValueError(f"conv2d: bias shape {bias.shape}, expected ({O},)")
     oh, ow = _conv_out_hw(H, W, kh, kw, stride, pads, dilation)
     P = oh * ow
-    a = _act_code(act)
     x = np.ascontiguousarray(x)
-    xs = storage_view(x)
     out = np.empty((N, O, oh, ow), x.dtype)
-    outs = storage_view(out).reshape(N, O, P)
-    pointwise = (kh == kw == 1 and tuple(stride) == (1, 1) and not any(pads))
-    if tile is None:
-        tile = max(64, _TILE_BYTES // (4 * K))
-    T = min(P, tile)
-    col = np.empty((K, T), np.float32)
-    acc = np.empty((og, T), np.float32)
-    x3 = xs.reshape(N, C, H * W)
-    for n in range(N):
-        for g in range(group):
-            for p0 in range(0, P, T):
-                t = min(T, P - p0)
-                ct, at = col[:, :t], acc[:, :t]
-                if pointwise:
-                    _k_pack_1x1(x3[:, g * cg:(g + 1) * cg], n, p0, ct)
-                else:
-                    _k_pack(xs, n, g * cg, p0, kh, kw, stride[0], stride[1], pads[0], pads[2],
-                            dilation[0], dilation[1], ow, ct)
-                src.matmul(g * og, (g + 1) * og, ct, at)
-                _k_epilogue(at, bias, outs, n, g * og, p0, a)
+    pointwise = kh == kw == 1 and tuple(stride) == (1, 1) and not any(pads)
+    direct = pointwise and x.dtype == np.float32
+    T = tile or max(32, _TILE_BYTES // (4 * K))
+    T = min(T, P)
+    if N * group * -(-P // T) < 2 and P > 64:       # keep both threads busy
+        T = -(-P // 2)
+    RB = og
+    if O * K * 4 > _TILE_BYTES or N * group * -(-P // T) < 2:
+        RB = max(8, min(og, _TILE_BYTES // (4 * K), -(-og // 2)))
+    kind, w32, w16, wq, w4, sc, off, bs = _weight_args(src)
+    with single_threaded_blas():
+        _k_conv(storage_view(x).reshape(N, C, H * W), H, W, kind, w32, w16, wq, w4, sc, off, bs,
+                bias, storage_view(out).reshape(N, O, P), ow, group, cg, og, kh, kw, stride[0], stride[1], pads[0], pads[2], dilation[0],
+                dilation[1], T, RB, _act_code(act), direct)
     return out
 
 
 # ---------------------------------------------------------------- depthwise
 @njit(parallel=True, cache=True)
 def _k_dw(x, w, bias, out, kh, kw, sh, sw, pt, pl, dh, dw, act):
-    """Depthwise conv: out[n, c] = act(sum_k w[c, k] * x[n, c, shifted] + bias[c])."""
+    """Depthwise conv: out[n, c] = act(sum_k w[c, k] * x[n, c, shifted] + bias[c]); one output
+    row at a time in a float32 row buffer, each tap a contiguous (stride 1) or strided slice
+    loop over the valid output columns."""
     N, C, H, W = x.shape
     OH, OW = out.shape[2], out.shape[3]
     for nc in prange(N * C):
         n = nc // C
         c = nc % C
         row = np.empty(OW, np.float32)
-        # ox range where every kx tap is inside the image: interior, no bounds checks
         for oy in range(OH):
-            for ox in range(OW):
-                row[ox] = bias[c]
+            for q in range(OW):
+                row[q] = np.float32(0.0)
             for ky in range(kh):
                 iy = oy * sh - pt + ky * dh
                 if iy < 0 or iy >= H:
                     continue
+                xr = x[n, c, iy]
                 for kx in range(kw):
                     wv = w[c, ky * kw + kx]
                     off = kx * dw - pl
-                    # valid ox: 0 <= ox*sw + off < W
                     lo = 0 if off >= 0 else (-off + sw - 1) // sw
                     hi = (W - 1 - off) // sw + 1 if W - 1 - off >= 0 else 0
                     if hi > OW:
                         hi = OW
-                    for ox in range(lo, hi):
-                        row[ox] += wv * load(x, (n, c, iy, ox * sw + off))
-            for ox in range(OW):
-                store(out, (n, c, oy, ox), _act(row[ox], act))
-
+                    if hi <= lo:
+                        continue
+                    r = row[lo:hi]
+                    if sw == 1:
+                        xs = xr[lo + off:hi + off]
+                        for q in range(hi - lo):
+                            r[q] += wv * load(xs, q)
+                    else:
+                        xs = xr[lo * sw + off:]
+                        for q in range(hi - lo):
+                            r[q] += wv * load(xs, q * sw)
+            _store_act(out[n, c, oy], 0, row, 0, bias[c], OW, act)
 
 def depthwise_conv2d(x: np.ndarray, weight: np.ndarray, bias: Optional[np.ndarray],
                      kernel: Tuple[int, int], stride=(1, 1), pads=(0, 0, 0, 0),
