@@ -52,6 +52,32 @@ def _conv_weights(ctx: Ctx, op, common: dict, in_ch: int):
     return ctx.cached((id(op), "conv"), make)
 
 
+def _model_weights(ctx: Ctx, op, common: dict, in_ch: int):
+    """The op's ConvWeights (kept quantized when the runtime asks for memory=low), once per model."""
+    from ..ops.mnn_conv import ConvWeights
+    p = op.main or {}
+    keep = ctx.memory_low and p.get("quanParameter") is not None and \
+        (p.get("weight") is None or len(p.get("weight")) == 0)
+
+    def make():
+        bias = p.get("bias")
+        b = None if bias is None or len(bias) == 0 else np.asarray(bias, np.float32)
+        kh, kw = int(common.get("kernelY") or 1), int(common.get("kernelX") or 1)
+        if keep:
+            from ..format import quantized_weight
+            from ..format.errors import MNNFormatError
+            try:
+                q = quantized_weight(p["quanParameter"], f"op {op.name!r}")
+            except MNNFormatError:
+                q = None
+            if q is not None and q.bits <= 8:
+                o = int(common.get("outputCount") or 0) or q.num_groups
+                return ConvWeights((o, q.codes.size // (o * kh * kw), kh, kw), b, quant=q)
+        w, _ = _conv_weights(ctx, op, common, in_ch)
+        return ConvWeights(w.shape, b, dense=w)
+    return ctx.cached((id(op), "convweights", keep), make)
+
+
 @converter("Convolution", "ConvolutionDepthwise")
 def convolution(ctx: Ctx, op, xs):
     """2-D convolution (weights in the op, or as extra inputs) with fused ReLU / ReLU6."""
@@ -61,31 +87,35 @@ def convolution(ctx: Ctx, op, xs):
     if len(x.shape) != 4:
         raise ValueError(f"convolution input must be 4-D (N, C, H, W), got shape {list(x.shape)}")
     in_ch = x.shape[1]
+    weights = None
     if len(xs) >= 2:
         w_node = xs[1]
         b_node = xs[2] if len(xs) > 2 else None
-        kh, kw = w_node.shape[2], w_node.shape[3]
-        out_ch = w_node.shape[0]
+        out_ch, wi, kh, kw = w_node.shape
     else:
-        w, b = _conv_weights(ctx, op, common, in_ch)
-        out_ch, kh, kw = w.shape[0], w.shape[2], w.shape[3]
-        w_node = ctx.cached((id(op), "wnode"), lambda: ctx.const(w))
-        b_node = None if b is None else ctx.cached((id(op), "bnode"), lambda: ctx.const(b))
+        weights = _model_weights(ctx, op, common, in_ch)
+        out_ch, wi, kh, kw = weights.shape
     group = int(common.get("group") or 1)
-    if op.type == "ConvolutionDepthwise" or (w_node.shape[1] == 1 and in_ch == out_ch and in_ch > 1):
+    if op.type == "ConvolutionDepthwise" or (wi == 1 and in_ch == out_ch and in_ch > 1):
         group = in_ch
-    if w_node.shape[1] * group != in_ch:
-        raise ValueError(f"convolution weights {list(w_node.shape)} (group {group}) do not fit "
+    if wi * group != in_ch:
+        raise ValueError(f"convolution weights {[out_ch, wi, kh, kw]} (group {group}) do not fit "
                          f"{in_ch} input channels")
     s = (int(common.get("strideY") or 1), int(common.get("strideX") or 1))
     d = (int(common.get("dilateY") or 1), int(common.get("dilateX") or 1))
     pads = _conv_pads(common, x.shape[2:], (kh, kw), s, d)
     act = "relu6" if common.get("relu6") else ("relu" if common.get("relu") else "")
+    attrs = {"stride": s, "dilation": d, "pads": pads, "group": group, "act": act}
     n, _, h, wd = x.shape
-    if (kh, kw) == (1, 1) and (h, wd) == (1, 1) and s == (1, 1) and pads == (0, 0, 0, 0) and group == 1:
-        return _dense(ctx, op, x, w_node, b_node, act)
+    if weights is not None:
+        if (kh, kw) == (1, 1) and (h, wd) == (1, 1) and s == (1, 1) and pads == (0, 0, 0, 0) and group == 1 \
+                and not weights.quantized:
+            w_node = ctx.cached((id(op), "wnode"), lambda: ctx.const(weights.dense()))
+            b_node = None if weights.bias is None else ctx.cached((id(op), "bnode"), lambda: ctx.const(weights.bias))
+            return _dense(ctx, op, x, w_node, b_node, act)
+        return ctx.emit("mnn_conv2d", [x], dict(attrs, weights=weights))
     ins = [x, w_node] + ([] if b_node is None else [b_node])
-    return ctx.emit("conv2d", ins, {"stride": s, "dilation": d, "pads": pads, "group": group, "act": act})
+    return ctx.emit("conv2d", ins, attrs)
 
 
 def _dense(ctx: Ctx, op, x, w_node, b_node, act: str):

@@ -128,6 +128,9 @@ def _write_node(w: _Writer, node: Node, ins: list[int], name: str) -> int:
         return _write_matmul(w, node, ins, name)
     if op == "conv2d":
         return _write_conv(w, node, ins, name)
+    if op == "mnn_conv2d":
+        cw = at["weights"]
+        return _write_conv(w, node, ins, name, cw.dense(), cw.bias)
     if op == "pool2d":
         return _write_pool(w, node, ins, name)
     if op == "layer_norm":
@@ -172,11 +175,15 @@ def _write_matmul(w: _Writer, node: Node, ins: list[int], name: str) -> int:
     return t
 
 
-def _write_conv(w: _Writer, node: Node, ins: list[int], name: str) -> int:
+def _write_conv(w: _Writer, node: Node, ins: list[int], name: str, weight: np.ndarray | None = None,
+                bias: np.ndarray | None = None) -> int:
     at = node.attrs
-    weight = _value(node.inputs[1], "a convolution weight").astype(np.float32)
-    bias = (_value(node.inputs[2], "a convolution bias").astype(np.float32) if len(node.inputs) > 2
-            else np.zeros(weight.shape[0], np.float32))
+    if weight is None:
+        weight = _value(node.inputs[1], "a convolution weight").astype(np.float32)
+        bias = (_value(node.inputs[2], "a convolution bias").astype(np.float32) if len(node.inputs) > 2
+                else None)
+    if bias is None:
+        bias = np.zeros(weight.shape[0], np.float32)
     o, cg, kh, kw = weight.shape
     t, b, l, r = at["pads"]
     group = int(at["group"])

@@ -48,6 +48,8 @@ class Program:
         self.name_index = {n: i for i, n in enumerate(names)}
         self.subgraphs = {str(s.name): s for s in (net.subgraphs or [])}
         self.weight_cache: dict = {}
+        #: Runtime memory mode: 2 (low) keeps quantized weights as codes.
+        self.memory = 0
         specs = {}
         for op in net.oplists:
             if str(op.type) == "Input":
@@ -89,7 +91,7 @@ class Program:
 
     def ctx(self, dynamic: bool) -> Ctx:
         """A translation context for this model."""
-        return Ctx(self.net, self.subgraphs, dynamic, self.weight_cache)
+        return Ctx(self.net, self.subgraphs, dynamic, self.weight_cache, memory_low=self.memory == 2)
 
     def translate(self, feeds: list[Node], dynamic: bool = False, trace: list | None = None,
                   tensors: dict | None = None) -> list[Node]:
@@ -150,7 +152,7 @@ class ExecutionPlan:
                 steps.append((ref, n.attrs, tuple(slot[id(i)] for i in n.inputs), k, n.dtype, n.shape))
         self.steps = steps
         self.out_slots = [slot[id(o)] for o in self.outputs]
-        self.max_work = max((n.size for n in order if n.dtype is not None), default=0)
+        self.order = order
         self.lean: bool | None = None
 
     def run(self, arrays: list[np.ndarray]) -> list[np.ndarray]:
@@ -196,17 +198,27 @@ class ExecutionPlan:
 
 def _lean(plan: ExecutionPlan) -> bool:
     """Whether ``plan`` runs on its own step loop: with the reference executor, or with the compiler's
-    dispatcher when every node is below its compile threshold (it would run the reference path too,
-    after tracing the graph at every call)."""
+    dispatcher when no node reaches its compile threshold or has a hand-written kernel (it would run
+    the reference path too, after tracing the graph at every call)."""
     ex = runtime._executor
     if ex is not None:
         from ..backends.reference import evaluate as ref_evaluate
         return ex is ref_evaluate
     try:
+        from ..backends.cpu import kernels
         from ..compiler import config
+        from ..compiler.plan import KERNEL_MIN
     except ImportError:
         return True
-    return plan.max_work < config.threshold()
+    thr = config.threshold()
+    kernels.load_kernel_modules()
+    for n in plan.order:
+        if n.op in ("const", "placeholder"):
+            continue
+        work = max([n.size if n.dtype is not None else 0] + [i.size for i in n.inputs])
+        if work >= thr or (work >= KERNEL_MIN and kernels.lookup(n) is not None):
+            return False
+    return True
 
 
 def load_program(path: Any, input_names: Sequence[str] = (), output_names: Sequence[str] = (),

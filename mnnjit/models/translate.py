@@ -89,8 +89,10 @@ class Ctx:
     input-dependent tensors may be read (control flow, data-dependent shapes).
     """
 
-    def __init__(self, net: Any, subgraphs: dict[str, Any], dynamic: bool, cache: dict):
+    def __init__(self, net: Any, subgraphs: dict[str, Any], dynamic: bool, cache: dict, memory_low: bool = False):
         self.net = net
+        #: memory=low: quantized weights stay codes in memory (see mnnjit.precision).
+        self.memory_low = memory_low
         self.subgraphs = subgraphs
         self.dynamic = dynamic
         self.cache = cache  # per-model cache of decoded weights (keyed by op identity)

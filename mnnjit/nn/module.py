@@ -189,6 +189,8 @@ def load_module_from_file(file_name: str, input_names: Sequence[str] = (), outpu
         resolve_backend(backend)
     weight_path = runtime_manager.external_path if runtime_manager is not None else None
     program = load_program(file_name, list(input_names or []), list(output_names or []), weight_path)
+    memory = runtime_manager.memory if runtime_manager is not None else int(getattr(memory_mode, "value", memory_mode))
+    program.memory = memory
     mod = _Module(program, runtime_manager, "")
     mod._mutable = bool(shape_mutable)
     if not shape_mutable:
