@@ -119,12 +119,19 @@ def convolution(ctx: Ctx, op, xs):
 
 
 def _dense(ctx: Ctx, op, x, w_node, b_node, act: str):
-    """A 1x1 convolution of a 1x1 image is a matrix product (the converter's Gemm form)."""
+    """A 1x1 convolution of a 1x1 image is a matrix product (the converter's Gemm form). A single
+    image runs as a matrix-vector product W @ x (BLAS gemv: measured ~10x faster than x @ W.T for a
+    1000x1280 classifier); small layers and batches as x @ W.T (fewer plan steps)."""
     n, c = x.shape[0], x.shape[1]
     o = w_node.shape[0]
-    wt = ctx.cached((id(op), "wt"), lambda: node_of(B.transpose(B.reshape(w_node, (o, c)), (1, 0))))
-    ins = [node_of(B.reshape(x, (n, c))), wt] + ([] if b_node is None else [b_node])
-    out = ctx.emit("matmul_ex", ins, {"transpose_a": False, "transpose_b": False, "act": act})
+    attrs = {"transpose_a": False, "transpose_b": False, "act": act}
+    if n == 1 and o * c >= 65536:
+        w2 = ctx.cached((id(op), "w2"), lambda: node_of(B.reshape(w_node, (o, c))))
+        ins = [w2, node_of(B.reshape(x, (c,)))] + ([] if b_node is None else [b_node])
+    else:
+        wt = ctx.cached((id(op), "wt"), lambda: node_of(B.transpose(B.reshape(w_node, (o, c)), (1, 0))))
+        ins = [node_of(B.reshape(x, (n, c))), wt] + ([] if b_node is None else [b_node])
+    out = ctx.emit("matmul_ex", ins, attrs)
     return B.reshape(out, (n, o, 1, 1))
 
 

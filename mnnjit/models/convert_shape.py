@@ -225,7 +225,11 @@ def expand_dims(ctx: Ctx, op, xs):
 def squeeze(ctx: Ctx, op, xs):
     """Remove size-1 axes ``squeezeDims`` (all size-1 axes when empty)."""
     x = xs[0]
-    dims = ctx.ints(xs[1], "axes") if len(xs) > 1 else [int(a) for a in ((op.main or {}).get("squeezeDims") or [])]
+    if len(xs) > 1:
+        dims = ctx.ints(xs[1], "axes")
+    else:
+        sd = (op.main or {}).get("squeezeDims")
+        dims = [] if sd is None else [int(a) for a in sd]
     nd = len(x.shape)
     dims = {d + nd if d < 0 else d for d in dims}
     if not dims:

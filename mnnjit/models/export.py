@@ -157,10 +157,27 @@ def _write_slice(w: _Writer, node: Node, ins: list[int], name: str) -> int:
 def _write_matmul(w: _Writer, node: Node, ins: list[int], name: str) -> int:
     at = node.attrs
     a, b = node.inputs[0], node.inputs[1]
-    if len(a.shape) < 2 or len(b.shape) < 2:
-        raise ExportError("expr.save: matmul of 1-D operands")
     ta, tb = bool(at.get("transpose_a")), bool(at.get("transpose_b"))
     act = at.get("act", "")
+    if len(a.shape) < 2 or len(b.shape) < 2:  # numpy's 1-D matmul: as a matrix, then reshaped
+        if ta or tb:
+            raise ExportError("expr.save: transposed matmul of 1-D operands")
+        ins = list(ins)
+        if len(a.shape) == 1:
+            ins[0] = w.op("Reshape", name + "__a2", [ins[0]], "Reshape", {"dims": np.asarray([1, a.shape[0]], np.int32),
+                                                                          "dimType": "NCHW"})
+        if len(b.shape) == 1:
+            ins[1] = w.op("Reshape", name + "__b2", [ins[1]], "Reshape", {"dims": np.asarray([b.shape[0], 1], np.int32),
+                                                                          "dimType": "NCHW"})
+        t = w.op("MatMul", name + "__mm2", ins[:2], "MatMul", {"transposeA": False, "transposeB": False, "T": "DT_FLOAT"})
+        t = w.op("Reshape", name + "__mmr", [t], "Reshape", {"dims": np.asarray(node.shape, np.int32), "dimType": "NCHW"})
+        if len(ins) > 2:
+            t = w.op("BinaryOp", name + "__bias", [t, ins[2]], "BinaryOp", {"opType": "ADD", "T": "DT_FLOAT"})
+        if act == "relu":
+            t = w.op("ReLU", name, [t], "Relu", {"slope": 0.0})
+        elif act == "relu6":
+            t = w.op("ReLU6", name, [t], "Relu6", {"minValue": 0.0, "maxValue": 6.0})
+        return t
     tmp = name + "__mm" if act else name
     if len(a.shape) == 2 and len(b.shape) == 2:
         t = w.op("MatMul", tmp, ins, "MatMul", {"transposeA": ta, "transposeB": tb, "T": "DT_FLOAT"})

@@ -7,7 +7,7 @@ import tempfile
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 import mnnjit as MNN
@@ -123,7 +123,7 @@ def _apply(b, name: str, t: str, shape: list, draw) -> tuple[str, list]:
         ax = draw(st.integers(0, nd - 1))
         n = shape[ax]
         step = draw(st.sampled_from([1, 1, 2, -1, -2]))
-        start = draw(st.integers(-n - 1, n))
+        start = draw(st.integers(-n, n))  # real MNN mishandles starts below -n (ONNX clamps them to 0)
         end = draw(st.sampled_from([draw(st.integers(-n - 1, n + 1)), 2**31 - 1, -2**31]))
         out = probe[(slice(None),) * ax + (slice(start, end, step),)].shape
         if 0 in out:
@@ -228,7 +228,10 @@ def test_random_op_chain_matches_real_mnn(data) -> None:
         b.save(onnx_path, [b.io("x", shape)], [b.io("y", cur)])
         convert(onnx_path, mnn_path)
         x = np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
-        (exp,) = real_mnn_forward(mnn_path, {"x": x}, ["y"])
+        try:
+            (exp,) = real_mnn_forward(mnn_path, {"x": x}, ["y"])
+        except Exception:  # the oracle itself fails (real MNN's shape computation): nothing to compare
+            assume(False)
         got = MNN.nn.load_module_from_file(mnn_path, ["x"], ["y"]).forward([MNN.expr.const(x, shape)])[0].read()
         nodes = [n.op_type for n in b.nodes]
         assert got.shape == exp.shape, (nodes, got.shape, exp.shape)
