@@ -185,10 +185,13 @@ def _loop(ctx: Ctx, op, xs):
         i += 1
         if i >= MAX_ITERATIONS:
             raise RuntimeError(f"{ctx.op_label}: loop ran more than {MAX_ITERATIONS} iterations")
+    if scans and not scans[0]:  # zero iterations: scan outputs are empty, shaped like one body step's
+        feeds = {in_names[0]: ctx.const(np.asarray(0, np.int32)), in_names[1]: cond}
+        feeds.update(zip(in_names[2:], carried))
+        probe = run_subgraph(ctx, name, feeds, out_names)[n_carried + 1:]
+        return carried + [ctx.const(np.zeros((0,) + n.shape, n.dtype)) for n in probe]
     stacked = []
     for lst in scans:
-        if not lst:
-            raise NotImplementedError(f"{ctx.op_label}: a loop that runs zero times has empty scan outputs")
         parts = [node_of(B.reshape(n, (1,) + n.shape)) for n in lst]
         stacked.append(node_of(B.concat(parts, 0)) if len(parts) > 1 else parts[0])
     return carried + stacked

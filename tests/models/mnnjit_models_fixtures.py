@@ -155,3 +155,26 @@ def real_mnn_forward(mnn_path: str, inputs: dict[str, np.ndarray], outputs: list
     m = MNN.nn.load_module_from_file(mnn_path, list(inputs), outputs)
     xs = [MNN.expr.const(a, list(a.shape), MNN.expr.NCHW) for a in inputs.values()]
     return [np.array(v.read(), copy=True) for v in m.forward(xs)]  # read() views MNN memory
+
+
+def loop_onnx(path: str) -> str:
+    """An ONNX Loop whose trip count is a model input: y <- 2*y + i, scanning every y."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+    vi = helper.make_tensor_value_info
+    body = helper.make_graph(
+        [helper.make_node("Cast", ["i"], ["fi"], to=1), helper.make_node("Mul", ["y_in", "two"], ["y2"]),
+         helper.make_node("Add", ["y2", "fi"], ["y_out"]), helper.make_node("Identity", ["cond_in"], ["cond_out"]),
+         helper.make_node("Identity", ["y_out"], ["scan"])],
+        "body", [vi("i", TensorProto.INT64, []), vi("cond_in", TensorProto.BOOL, []), vi("y_in", TensorProto.FLOAT, [3])],
+        [vi("cond_out", TensorProto.BOOL, []), vi("y_out", TensorProto.FLOAT, [3]), vi("scan", TensorProto.FLOAT, [3])],
+        [numpy_helper.from_array(np.array(2.0, np.float32), "two")])
+    nodes = [helper.make_node("Cast", ["n"], ["M"], to=7), helper.make_node("Loop", ["M", "cond0", "x"], ["y", "ys"], body=body)]
+    g = helper.make_graph(nodes, "g", [vi("x", TensorProto.FLOAT, [3]), vi("n", TensorProto.INT32, [])],
+                          [vi("y", TensorProto.FLOAT, [3]), vi("ys", TensorProto.FLOAT, ["N", 3])],
+                          [numpy_helper.from_array(np.array(True), "cond0")])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    onnx.save(model, path)
+    return path

@@ -131,3 +131,29 @@ def test_compiled_kernels_match_reference(fx) -> None:
     finally:
         rt.set_executor(prev)
     assert close(fast, slow)
+
+
+def test_loop_with_input_dependent_trip_count(fx) -> None:
+    """ONNX Loop -> MNN While whose trip count is an input value: a dynamic plan, re-translated per
+    forward with the values; matches real MNN (run in a subprocess: it crashes on 0 iterations)."""
+    import subprocess
+    import sys
+    from mnnjit_models_fixtures import loop_onnx
+    path = convert(loop_onnx(os.path.join(fx, "loop.onnx")), os.path.join(fx, "loop.mnn"))
+    m = MNN.nn.load_module_from_file(path, ["x", "n"], ["y", "ys"])
+    x = np.array([1, 2, 3], np.float32)
+    for n in (1, 3, 2):
+        y, ys = m.forward([MNN.expr.const(x, [3]), MNN.expr.const(np.array(n, np.int32), [], MNN.expr.NCHW, MNN.expr.int)])
+        code = (f"import MNN as R, numpy as np\nm = R.nn.load_module_from_file({path!r}, ['x', 'n'], ['y', 'ys'])\n"
+                f"r = m.forward([R.expr.const(np.array([1, 2, 3], np.float32), [3], R.expr.NCHW), "
+                f"R.expr.const(np.array({n}, np.int32), [], R.expr.NCHW, R.expr.int)])\n"
+                "np.save('y.npy', np.array(r[0].read())); np.save('ys.npy', np.array(r[1].read()))\n")
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=fx, timeout=120)
+        assert out.returncode == 0, out.stderr[-1000:]
+        np.testing.assert_allclose(y.read(), np.load(os.path.join(fx, "y.npy")))
+        np.testing.assert_allclose(ys.read(), np.load(os.path.join(fx, "ys.npy")))
+        assert ys.shape == [n, 3]
+    assert m._last_plan.dynamic
+    y0, ys0 = m.forward([MNN.expr.const(x, [3]), MNN.expr.const(np.array(0, np.int32), [], MNN.expr.NCHW, MNN.expr.int)])
+    np.testing.assert_array_equal(y0.read(), x)
+    assert ys0.shape == [0, 3]
