@@ -7,6 +7,7 @@ NCHW model unchanged: NC4HW4 is NCHW data), looks up the execution plan for the 
 from __future__ import annotations
 
 import os
+import sys
 from typing import Any, Sequence
 
 import numpy as np
@@ -16,6 +17,16 @@ from ..models.program import ExecutionPlan, Program, load_program
 from ..ops import build as B
 from ..var import Var
 from .runtime_manager import RuntimeManager, resolve_backend
+
+
+def _set_threads(n: int) -> None:
+    """Use ``n`` Numba worker threads in this thread (when Numba is loaded; capped at its pool size)."""
+    numba = sys.modules.get("numba")
+    if numba is not None:
+        try:
+            numba.set_num_threads(max(1, min(int(n), numba.config.NUMBA_NUM_THREADS)))
+        except (ValueError, AttributeError):
+            pass
 
 
 def _out_var(arr: np.ndarray, fmt: str) -> Var:
@@ -37,6 +48,8 @@ class _Module:
         self._last_sig: tuple | None = None
         self._last_plan: ExecutionPlan | None = None
         self._params: list[Var] = []
+        #: Worker threads for compiled kernels (RuntimeManager numThread / thread_num), 0 = default.
+        self._threads = runtime_manager.num_thread if runtime_manager is not None else 0
         self._children: list[_Module] = []
 
     # ------------------------------------------------------------------ running
@@ -83,6 +96,8 @@ class _Module:
 
     def onForward(self, inputs: Any) -> list[Var]:  # noqa: N802 - MNN's name
         """Run the model; a list of output Vars."""
+        if self._threads:
+            _set_threads(self._threads)
         sig, arrays = self._prepare(inputs)
         plan = self._plan(sig)
         outs = plan.run(arrays)
@@ -192,6 +207,8 @@ def load_module_from_file(file_name: str, input_names: Sequence[str] = (), outpu
     memory = runtime_manager.memory if runtime_manager is not None else int(getattr(memory_mode, "value", memory_mode))
     program.memory = memory
     mod = _Module(program, runtime_manager, "")
+    if runtime_manager is None and (thread_num or num_thread) > 1:
+        mod._threads = int(thread_num or num_thread)
     mod._mutable = bool(shape_mutable)
     if not shape_mutable:
         specs = program.inputs
