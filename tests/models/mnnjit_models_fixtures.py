@@ -178,3 +178,22 @@ def loop_onnx(path: str) -> str:
     onnx.checker.check_model(model)
     onnx.save(model, path)
     return path
+
+
+def if_shapes_onnx(path: str) -> str:
+    """An ONNX If whose branches give different shapes: x*x ([3]) when m > 0, else concat(x, x) ([6])."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+    vi = helper.make_tensor_value_info
+    then_g = helper.make_graph([helper.make_node("Mul", ["x", "x"], ["t"])], "then", [], [vi("t", TensorProto.FLOAT, [3])])
+    else_g = helper.make_graph([helper.make_node("Concat", ["x", "x"], ["e"], axis=0)], "else", [],
+                               [vi("e", TensorProto.FLOAT, [6])])
+    nodes = [helper.make_node("Greater", ["m", "zero"], ["c"]),
+             helper.make_node("If", ["c"], ["y"], then_branch=then_g, else_branch=else_g)]
+    g = helper.make_graph(nodes, "g", [vi("x", TensorProto.FLOAT, [3]), vi("m", TensorProto.INT32, [])],
+                          [vi("y", TensorProto.FLOAT, ["N"])], [numpy_helper.from_array(np.array(0, np.int32), "zero")])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    onnx.save(model, path)
+    return path

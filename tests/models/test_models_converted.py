@@ -157,3 +157,24 @@ def test_loop_with_input_dependent_trip_count(fx) -> None:
     y0, ys0 = m.forward([MNN.expr.const(x, [3]), MNN.expr.const(np.array(0, np.int32), [], MNN.expr.NCHW, MNN.expr.int)])
     np.testing.assert_array_equal(y0.read(), x)
     assert ys0.shape == [0, 3]
+
+
+def test_if_with_branches_of_different_shapes(fx) -> None:
+    """An If whose branches differ in shape makes the plan dynamic; each forward takes the branch
+    the input value selects (real MNN's results, recorded by running it in a subprocess)."""
+    import subprocess
+    import sys
+    from mnnjit_models_fixtures import if_shapes_onnx
+    path = convert(if_shapes_onnx(os.path.join(fx, "if.onnx")), os.path.join(fx, "if.mnn"))
+    m = MNN.nn.load_module_from_file(path, ["x", "m"], ["y"])
+    for mv in (1, -1, 2):
+        code = (f"import MNN as R, numpy as np\nm = R.nn.load_module_from_file({path!r}, ['x', 'm'], ['y'])\n"
+                f"r = m.forward([R.expr.const(np.array([1, 2, 3], np.float32), [3], R.expr.NCHW), "
+                f"R.expr.const(np.array({mv}, np.int32), [], R.expr.NCHW, R.expr.int)])\n"
+                "np.save('if_y.npy', np.array(r[0].read()))\n")
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=fx, timeout=120)
+        assert out.returncode == 0, out.stderr[-1000:]
+        got = m.forward([MNN.expr.const(np.array([1, 2, 3], np.float32), [3]),
+                         MNN.expr.const(np.array(mv, np.int32), [], MNN.expr.NCHW, MNN.expr.int)])[0].read()
+        np.testing.assert_array_equal(got, np.load(os.path.join(fx, "if_y.npy")))
+    assert m._last_plan.dynamic
