@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._dtypes import F32, I32
+from .._dtypes import F32
 from ..graph import Node
 from ..ops import build as B
 from .translate import MNN_DTYPES, Ctx, converter, node_of

@@ -1,7 +1,6 @@
 """nn.conv / linear / batch_norm / dropout against real MNN (same parameters via load_parameters)."""
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 
