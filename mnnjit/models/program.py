@@ -81,6 +81,19 @@ class Program:
         self.output_names = output_names
         self.outputs = [self.name_index[n] for n in output_names]
         self._plans: dict[tuple, ExecutionPlan] = {}
+        self._check_supported()
+
+    def _check_supported(self) -> None:
+        """Raise UnsupportedOpError at load for an op type the outputs need and mnnjit cannot run."""
+        from .translate import Ctx, UnsupportedOpError, get_converter
+        tr = Translator(Ctx(self.net, self.subgraphs, False, {}), self.net.oplists, self.tensor_names)
+        ops = [self.net.oplists[i] for i in tr.needed_ops(self.outputs)]
+        if any(str(op.type) in ("While", "If") for op in ops):
+            ops += [op for sub in self.subgraphs.values() for op in sub.nodes]
+        for op in ops:
+            if str(op.type) != "Input" and get_converter(str(op.type)) is None:
+                raise UnsupportedOpError(f"{self.path}: mnnjit does not support MNN op type {op.type!r} "
+                                         f"(op {op.name!r}) yet")
 
     def _default_outputs(self) -> list[str]:
         if self.net.outputName:
