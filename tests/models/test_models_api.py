@@ -109,7 +109,7 @@ def test_unsupported_op_is_named(tmp_path) -> None:
     # an op the requested outputs do not need does not matter
     first_relu = [n for n in net.tensorName if n.endswith("Gemm_output_0")][0]
     m = nn.load_module_from_file(path, ["x"], [first_relu])
-    assert m.forward([F.const(np.ones((1, 64), np.float32), [1, 64])])[0].shape == [1, 128]
+    assert m.forward([F.const(np.ones((1, 64), np.float32), [1, 64])])[0].shape == [1, 128, 1, 1]
 
 
 def test_import_stays_light() -> None:
