@@ -23,6 +23,8 @@ from .simplify import simplify
 from .translate import MNN_DTYPES, Ctx, NeedsValuesError, Translator
 
 _FMTS = ("NCHW", "NHWC", "NC4HW4")
+#: Plans kept per model (one per input signature, least recently used dropped first).
+MAX_PLANS = 16
 
 
 @dataclass(frozen=True)
@@ -118,10 +120,14 @@ class Program:
         return [tensors[t] for t in self.outputs]
 
     def plan(self, signature: tuple) -> "ExecutionPlan":
-        """The execution plan for an input signature ((shape, dtype, fmt) per input), cached."""
-        plan = self._plans.get(signature)
+        """The execution plan for an input signature ((shape, dtype, fmt) per input), cached (the
+        :data:`MAX_PLANS` most recently used ones)."""
+        plan = self._plans.pop(signature, None)
         if plan is None:
-            plan = self._plans[signature] = ExecutionPlan(self, signature)
+            plan = ExecutionPlan(self, signature)
+            while len(self._plans) >= MAX_PLANS:
+                self._plans.pop(next(iter(self._plans)))
+        self._plans[signature] = plan
         return plan
 
 
