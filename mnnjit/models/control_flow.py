@@ -133,6 +133,9 @@ def while_op(ctx: Ctx, op, xs):
         state = new
     else:
         raise RuntimeError(f"{ctx.op_label}: loop ran more than {MAX_ITERATIONS} iterations")
+    for src, *dsts in updates:  # a loop that never ran: its outputs are the updated inputs' values
+        if src not in state and dsts and dsts[0] in state:
+            state[src] = state[dsts[0]]
     missing = [n for n in out_names if n not in state]
     if missing:
         raise ValueError(f"{ctx.op_label}: loop output {missing[0]!r} is not a loop variable")

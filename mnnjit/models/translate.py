@@ -195,6 +195,8 @@ class Translator:
             except (NeedsValuesError, UnsupportedOpError):
                 raise
             except (ValueError, TypeError, IndexError) as exc:
+                if str(exc).startswith(self.ctx.op_label):
+                    raise
                 raise type(exc)(f"{self.ctx.op_label}: {exc}") from exc
             outs = out if isinstance(out, (list, tuple)) else [out]
             oidx = op.outputIndexes or []

@@ -197,3 +197,41 @@ def if_shapes_onnx(path: str) -> str:
     onnx.checker.check_model(model)
     onnx.save(model, path)
     return path
+
+
+def while_net(path: str) -> str:
+    """An MNN Net (written with mnnjit.format) with a While op in MNN's aliased form (condition and
+    body subgraphs): i = 0; while i < limit: x = 2 * x; i += 1; output x."""
+    from mnnjit.format import Net, Op, SubGraph, write_net
+
+    def blob(arr):
+        arr = np.asarray(arr)
+        dt, field = ("DT_FLOAT", "float32s") if arr.dtype.kind == "f" else ("DT_INT32", "int32s")
+        return {"dims": np.asarray(arr.shape, np.int32), "dataFormat": "NCHW", "dataType": dt, field: arr.reshape(-1)}
+
+    def op(t, name, ins, outs, mt=None, main=None):
+        return Op(type=t, name=name, inputIndexes=ins or None, outputIndexes=outs, main_type=mt, main=main,
+                  defaultDimentionFormat="NCHW")
+
+    def inp(name, idx, dims, dt):
+        return op("Input", name, [], [idx], "Input", {"dims": np.asarray(dims, np.int32), "dtype": dt, "dformat": "NCHW"})
+
+    cond = SubGraph(name="cond", inputs=[0, 1], outputs=[2], tensors=["i", "limit", "c"], nodes=[
+        inp("i", 0, [], "DT_INT32"), inp("limit", 1, [], "DT_INT32"),
+        op("BinaryOp", "c", [0, 1], [2], "BinaryOp", {"opType": "LESS", "T": "DT_INT32"})])
+    body = SubGraph(name="body", inputs=[0, 1], outputs=[4, 5], tensors=["i", "x", "one", "two", "i1", "x1"], nodes=[
+        inp("i", 0, [], "DT_INT32"), inp("x", 1, [3], "DT_FLOAT"),
+        op("Const", "one", [], [2], "Blob", blob(np.array(1, np.int32))),
+        op("Const", "two", [], [3], "Blob", blob(np.array(2.0, np.float32))),
+        op("BinaryOp", "i1", [0, 2], [4], "BinaryOp", {"opType": "ADD", "T": "DT_INT32"}),
+        op("BinaryOp", "x1", [1, 3], [5], "BinaryOp", {"opType": "MUL", "T": "DT_FLOAT"})])
+    main = [inp("x", 0, [3], "DT_FLOAT"), inp("limit", 1, [], "DT_INT32"),
+            op("Const", "i0", [], [2], "Blob", blob(np.array(0, np.int32))),
+            op("While", "out", [2, 1, 0], [3], "WhileParam", {
+                "cond_graph": "cond", "body_graph": "body",
+                "aliases_inputs": [{"data": ["i"]}, {"data": ["limit"]}, {"data": ["x"]}],
+                "aliases_outputs": ["x1"], "aliases_updates": [{"data": ["i1", "i"]}, {"data": ["x1", "x"]}]})]
+    net = Net(oplists=main, tensorName=["x", "limit", "i0", "out"], outputName=["out"], subgraphs=[cond, body],
+              sourceType="TENSORFLOW", bizCode="mnnjit", extraInfo={"version": "3.6.1"})
+    write_net(net, path)
+    return path

@@ -178,3 +178,28 @@ def test_if_with_branches_of_different_shapes(fx) -> None:
                          MNN.expr.const(np.array(mv, np.int32), [], MNN.expr.NCHW, MNN.expr.int)])[0].read()
         np.testing.assert_array_equal(got, np.load(os.path.join(fx, "if_y.npy")))
     assert m._last_plan.dynamic
+
+
+def test_while_with_condition_subgraph(tmp_path) -> None:
+    """MNN's aliased While form (cond + body subgraphs, aliases_updates [output, input]): mnnjit and
+    real MNN (in a subprocess) agree; zero iterations return the input (real MNN fails there)."""
+    import subprocess
+    import sys
+    from mnnjit_models_fixtures import while_net
+    path = while_net(str(tmp_path / "while.mnn"))
+    m = MNN.nn.load_module_from_file(path, ["x", "limit"], ["out"])
+    x = np.array([1, 2, 3], np.float32)
+
+    def run(lim):
+        return m.forward([MNN.expr.const(x, [3]), MNN.expr.const(np.array(lim, np.int32), [], MNN.expr.NCHW,
+                                                                  MNN.expr.int)])[0].read()
+    for lim in (1, 3):
+        code = (f"import MNN as R, numpy as np\nm = R.nn.load_module_from_file({path!r}, ['x', 'limit'], ['out'])\n"
+                f"r = m.forward([R.expr.const(np.array([1, 2, 3], np.float32), [3], R.expr.NCHW), "
+                f"R.expr.const(np.array({lim}, np.int32), [], R.expr.NCHW, R.expr.int)])\n"
+                "np.save('w.npy', np.array(r[0].read()))\n")
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=str(tmp_path), timeout=120)
+        assert out.returncode == 0, out.stderr[-1000:]
+        np.testing.assert_array_equal(run(lim), np.load(tmp_path / "w.npy"))
+        np.testing.assert_array_equal(run(lim), x * 2 ** lim)
+    np.testing.assert_array_equal(run(0), x)
