@@ -185,7 +185,9 @@ class ExecutionPlan:
         for p, a in zip(self.placeholders, arrays):
             p.value = a
         bump_write_counter()
-        runtime.evaluate(self.outputs)
+        from ..backends.cpu._blas import single_threaded_blas
+        with single_threaded_blas():  # OpenBLAS's own threads fight the Numba workers (see notes)
+            runtime.evaluate(self.outputs)
         return [o.value for o in self.outputs]
 
     def _run_steps(self, arrays: list[np.ndarray]) -> list[np.ndarray]:
