@@ -90,7 +90,11 @@ class _Module:
     def _plan(self, sig: tuple) -> ExecutionPlan:
         if sig == self._last_sig:
             return self._last_plan
-        plan = self._program.plan(sig)
+        try:
+            plan = self._program.plan(sig)
+        except (ValueError, TypeError, IndexError) as exc:
+            shapes = ", ".join(f"{spec.name!r}: {list(shape)}" for spec, (shape, _, _) in zip(self._program.inputs, sig))
+            raise type(exc)(f"the model cannot take inputs of shapes {{{shapes}}}: {exc}") from exc
         self._last_sig, self._last_plan = sig, plan
         return plan
 
