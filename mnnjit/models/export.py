@@ -135,6 +135,10 @@ def _write_node(w: _Writer, node: Node, ins: list[int], name: str) -> int:
         return _write_pool(w, node, ins, name)
     if op == "layer_norm":
         return _write_layer_norm(w, node, ins, name)
+    if op == "resize":
+        return _write_resize(w, node, ins, name)
+    if op == "pad":
+        return _write_pad(w, node, ins, name)
     if op == "convert":
         return w.op("ConvertTensor", name, ins, "TensorConvertInfo", {"source": at["src"], "dest": at["dst"]})
     raise ExportError(f"expr.save: mnnjit cannot write op {op!r} as an MNN op yet")
@@ -247,6 +251,40 @@ def _write_layer_norm(w: _Writer, node: Node, ins: list[int], name: str) -> int:
     if len(node.inputs) > 2:
         main["beta"] = _value(node.inputs[2], "a layer-norm beta").astype(np.float32).reshape(-1)
     return w.op("LayerNorm", name, ins[:1], "LayerNorm", main)
+
+
+_INV_CTM = {"align_corners": "AlignCorners", "half_pixel": "HalfPixels", "pytorch_half_pixel": "PytorchHalfPixels",
+            "asymmetric": "Asymmetric", "tf_half_pixel": "TensorflowHalfPixels"}
+
+
+def _write_resize(w: _Writer, node: Node, ins: list[int], name: str) -> int:
+    at = node.attrs
+    method, offset = at["method"], tuple(at.get("offset") or (0.0, 0.0))
+    if method == "nearest_ceil" and offset == (-0.5, -0.5):
+        rtype = 4  # MNN's rounding nearest (ties down), see convert_cnn.interp
+    elif offset != (0.0, 0.0) or at.get("scale") is not None or at.get("exclude_outside"):
+        raise ExportError("expr.save: resize with offsets / explicit scales")
+    else:
+        rtype = {"nearest": 1, "bilinear": 2, "cubic": 3}.get(method)
+        if rtype is None:
+            raise ExportError(f"expr.save: resize method {method!r}")
+    oh, ow = at["size"]
+    main = {"outputHeight": int(oh), "outputWidth": int(ow), "resizeType": rtype, "ctm": _INV_CTM[at["coord"]],
+            "alignCorners": at["coord"] == "align_corners", "halfPixelCenters": at["coord"] == "half_pixel",
+            "cubicCoeffA": float(at.get("cubic_a", -0.75))}
+    x = _nc4(w, ins[0], name)
+    y = w.op("Interp", name + "__nc4", [x], "Interp", main)
+    return _nchw(w, y, name, name)
+
+
+def _write_pad(w: _Writer, node: Node, ins: list[int], name: str) -> int:
+    at = node.attrs
+    mode = {"constant": "CONSTANT", "reflect": "REFLECT", "symmetric": "SYMMETRIC", "edge": "EDGE"}.get(at["mode"])
+    if mode is None:
+        raise ExportError(f"expr.save: pad mode {at['mode']!r}")
+    pads = [int(v) for pair in at["pads"] for v in pair]
+    extra = [w.const(np.asarray(at.get("value", 0), node.dtype))] if mode == "CONSTANT" else []
+    return w.op("Padding", name, ins + [w.ints(pads)] + extra, "PadParam", {"mode": mode})
 
 
 #: Inputs of these ops are folded into the op's own parameters (not written as tensors).
