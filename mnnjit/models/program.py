@@ -232,6 +232,10 @@ def _lean(plan: ExecutionPlan) -> bool:
     except ImportError:
         return True
     thr = config.threshold()
+    active = [n for n in plan.order if n.op not in ("const", "placeholder")]
+    if all(max([n.size if n.dtype is not None else 0] + [i.size for i in n.inputs if i.op != "const"]) < KERNEL_MIN
+           for n in active):
+        return True  # tiny activations (an MLP): no kernel would be used; do not even load them (Numba)
     kernels.load_kernel_modules()
     for n in plan.order:
         if n.op in ("const", "placeholder"):
