@@ -172,6 +172,7 @@ class ExecutionPlan:
         self.steps = steps
         self.out_slots = [slot[id(o)] for o in self.outputs]
         self.order = order
+        self._fast = None
         self.lean: bool | None = None
 
     def run(self, arrays: list[np.ndarray]) -> list[np.ndarray]:
@@ -191,20 +192,46 @@ class ExecutionPlan:
         return [o.value for o in self.outputs]
 
     def _run_steps(self, arrays: list[np.ndarray]) -> list[np.ndarray]:
+        if self._fast is not None:
+            with np.errstate(all="ignore"):
+                return self._fast(arrays)
         vals = list(self.init)
         for s, a in zip(self.feed_slots, arrays):
             if s is not None:
                 vals[s] = a
+        fixed = False
         with np.errstate(all="ignore"):
             for ref, attrs, ins, out, dt, shape in self.steps:
                 v = ref([vals[i] for i in ins], attrs)
                 if dt is not None:
                     if not isinstance(v, np.ndarray) or v.dtype != dt:
-                        v = np.asarray(v).astype(dt)
+                        v, fixed = np.asarray(v).astype(dt), True
                     if v.shape != shape:
-                        v = v.reshape(shape)
+                        v, fixed = v.reshape(shape), True
                 vals[out] = v
+        if not fixed:  # every step gave its node's dtype and shape: later runs skip the checks
+            self._fast = self._generate()
         return [vals[s] for s in self.out_slots]
+
+    def _generate(self):
+        """The step list as one generated Python function (no per-step loop, lookups or checks)."""
+        env: dict = {}
+
+        def name(slot: int) -> str:
+            if self.init[slot] is not None:
+                env[f"c{slot}"] = self.init[slot]
+                return f"c{slot}"
+            return f"v{slot}"
+        lines = ["def run(arrays):"]
+        for k, slot in enumerate(self.feed_slots):
+            if slot is not None:
+                lines.append(f"    v{slot} = arrays[{k}]")
+        for i, (ref, attrs, ins, out, _, _) in enumerate(self.steps):
+            env[f"r{i}"], env[f"a{i}"] = ref, attrs
+            lines.append(f"    v{out} = r{i}([{', '.join(name(s) for s in ins)}], a{i})")
+        lines.append(f"    return [{', '.join(name(s) for s in self.out_slots)}]")
+        exec(compile("\n".join(lines), "<mnnjit plan>", "exec"), env)  # noqa: S102 - generated from the plan
+        return env["run"]
 
     def _run_dynamic(self, arrays: list[np.ndarray]) -> list[np.ndarray]:
         feeds = [Node("placeholder", (), {}, p.shape, p.dtype, p.fmt, name=p.name) for p in self.placeholders]
