@@ -1,7 +1,7 @@
 """Benchmark mnnjit.cv against OpenCV, numpy and real MNN on a 1920x1080 BGR image.
 
 Run: PYTHONPATH=. python benchmarks/cv.py [--repeat N] [--no-mnn]
-Prints a table of median milliseconds per call and the ratios mnnjit/OpenCV (geometric mean at the end).
+Prints a table of best-of-N milliseconds per call and the ratios mnnjit/OpenCV (geometric mean at the end).
 Warm-up calls (Numba compilation / cache load) are excluded from the timings.
 """
 from __future__ import annotations
@@ -43,7 +43,7 @@ def make_image(path: str) -> np.ndarray:
 
 
 def bench(fn, repeat: int) -> float:
-    """Median milliseconds of ``fn()`` after two warm-up calls."""
+    """Best-of-``repeat`` milliseconds of ``fn()`` after two warm-up calls (robust to other load)."""
     fn()
     fn()
     ts = []
@@ -51,7 +51,7 @@ def bench(fn, repeat: int) -> float:
         t = time.perf_counter()
         fn()
         ts.append(time.perf_counter() - t)
-    return statistics.median(ts) * 1e3
+    return min(ts) * 1e3
 
 
 def run_mnnjit(path: str, img: np.ndarray, out: str, repeat: int) -> dict[str, float]:
@@ -126,7 +126,7 @@ def bench(fn):
     fn(); fn(); ts = []
     for _ in range(repeat):
         t = time.perf_counter(); fn(); ts.append(time.perf_counter() - t)
-    return statistics.median(ts) * 1e3
+    return min(ts) * 1e3
 v = cv.imread(path)
 M = cv.getRotationMatrix2D((960, 540), 30, 1.0)
 mean = np.array([103.94, 116.78, 123.68]); scale = 0.017

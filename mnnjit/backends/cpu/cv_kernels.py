@@ -1,25 +1,76 @@
 """Numba kernels for the hot image ops (resize, warpAffine, cvtColor, separable filters).
 
 Imported lazily (only when an image op runs on an image above its size threshold): importing this
-module imports Numba. Every kernel is a ``prange`` loop over output rows computing exactly what the
-op's numpy reference in ``mnnjit/ops/image_*.py`` computes (same fixed-point arithmetic), and is
-compiled with ``cache=True`` so a second process loads it from Numba's on-disk cache.
+module imports Numba. Every kernel is a nogil Numba loop over a block of output rows computing what the
+op's numpy reference in ``mnnjit/ops/image_*.py`` computes (same fixed-point arithmetic); large images
+are split into row blocks run by the calling thread plus a small thread pool (``run_rows``), which keeps
+working when the machine is oversubscribed, where an OpenMP ``prange`` team stalls. Kernels are compiled
+with ``cache=True`` so a second process loads them from Numba's on-disk cache.
 """
 from __future__ import annotations
+
+import functools
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
 
 import numba as nb
 import numpy as np
 
 from ...ops.image_geometry import CV_BORDER_CONSTANT, CV_BORDER_REPLICATE, linear_taps, INTER_LINEAR
 
-_JIT = dict(parallel=True, cache=True, nogil=True)
+_SERIAL = dict(cache=True, nogil=True, boundscheck=False, error_model="numpy")
+
+
+_POOL = None
+_POOL_LOCK = threading.Lock()
+
+
+def _pool():
+    global _POOL
+    with _POOL_LOCK:
+        if _POOL is None:
+            n = max(1, min(os.cpu_count() or 1, nb.config.NUMBA_NUM_THREADS) - 1)
+            _POOL = ThreadPoolExecutor(max_workers=n, thread_name_prefix="mnnjit-cv")
+        return _POOL
+
+
+def run_rows(kernel, args: tuple, n_rows: int, chunks: int) -> None:
+    """Run ``kernel(*args, y0, y1)`` (a nogil Numba function) over row blocks on the calling thread and a
+    small thread pool. Blocks are taken dynamically, so a descheduled thread on a busy machine delays
+    nothing (a static OpenMP split waits for it)."""
+    if chunks <= 1:
+        kernel(*args, 0, n_rows)
+        return
+    step = max(1, (n_rows + chunks - 1) // chunks)
+    blocks = iter(range(0, n_rows, step))
+    lock = threading.Lock()
+
+    def work():
+        while True:
+            with lock:
+                y0 = next(blocks, None)
+            if y0 is None:
+                return
+            kernel(*args, y0, min(n_rows, y0 + step))
+    pool = _pool()
+    futs = [pool.submit(work) for _ in range(pool._max_workers)]
+    work()
+    for f in futs:
+        f.result()
+
+
+def n_chunks(work: int, per_chunk: int) -> int:
+    """How many parallel chunks ``work`` element-operations deserve (1 = run serially: Numba's thread
+    team costs more than it saves on small images, and far more when the machine is oversubscribed)."""
+    return 1 if work < per_chunk else min(16, max(4, work // per_chunk))
 
 
 # ----------------------------------------------------------------------------- resize
-@nb.njit(**_JIT)
-def _resize_linear_u8(src, xi, ax, yi, by, out):
+@nb.njit(**_SERIAL)
+def _resize_linear_u8(src, xi, ax, yi, by, out, y0, y1):
     oh, ow, c = out.shape
-    for dy in nb.prange(oh):
+    for dy in range(y0, y1):
         r0 = yi[dy, 0]
         r1 = yi[dy, 1]
         b0 = by[dy, 0]
@@ -36,10 +87,10 @@ def _resize_linear_u8(src, xi, ax, yi, by, out):
                 out[dy, dx, k] = min(max(v, 0), 255)
 
 
-@nb.njit(**_JIT)
-def _resize_linear_f32(src, xi, ax, yi, by, out):
+@nb.njit(**_SERIAL)
+def _resize_linear_f32(src, xi, ax, yi, by, out, y0, y1):
     oh, ow, c = out.shape
-    for dy in nb.prange(oh):
+    for dy in range(y0, y1):
         r0 = yi[dy, 0]
         r1 = yi[dy, 1]
         b0 = by[dy, 0]
@@ -55,77 +106,96 @@ def _resize_linear_f32(src, xi, ax, yi, by, out):
                 out[dy, dx, k] = h0 * b0 + h1 * b1
 
 
+@functools.lru_cache(maxsize=64)
+def _taps(n_in: int, n_out: int, scale: float, fixed: bool):
+    idx, w = linear_taps(n_in, n_out, scale, INTER_LINEAR)
+    if fixed:
+        a0 = np.rint(w[:, 0] * 2048).astype(np.int32)
+        return idx.astype(np.int32), np.stack([a0, 2048 - a0], -1)
+    return idx.astype(np.int32), w.astype(np.float32)
+
+
 def resize_linear(x: np.ndarray, oh: int, ow: int, sy: float, sx: float) -> np.ndarray:
     """Bilinear resize (uint8: OpenCV's 11-bit fixed point; float32: float taps)."""
     h, w, c = x.shape
-    yi, yw = linear_taps(h, oh, sy, INTER_LINEAR)
-    xi, xw = linear_taps(w, ow, sx, INTER_LINEAR)
+    u8 = x.dtype == np.uint8
+    yi, by = _taps(h, oh, float(sy), u8)
+    xi, ax = _taps(w, ow, float(sx), u8)
     x = np.ascontiguousarray(x)
-    if x.dtype == np.uint8:
-        a0 = np.rint(xw[:, 0] * 2048).astype(np.int32)
-        b0 = np.rint(yw[:, 0] * 2048).astype(np.int32)
-        ax = np.stack([a0, 2048 - a0], -1)
-        by = np.stack([b0, 2048 - b0], -1)
-        out = np.empty((oh, ow, c), np.uint8)
-        _resize_linear_u8(x, xi.astype(np.int32), ax, yi.astype(np.int32), by, out)
-        return out
-    out = np.empty((oh, ow, c), np.float32)
-    _resize_linear_f32(x, xi.astype(np.int32), xw.astype(np.float32), yi.astype(np.int32),
-                       yw.astype(np.float32), out)
+    out = np.empty((oh, ow, c), np.uint8 if u8 else np.float32)
+    chunks = n_chunks(oh * ow * c * 8, 1 << 20)
+    run_rows(_resize_linear_u8 if u8 else _resize_linear_f32, (x, xi, ax, yi, by, out), oh, chunks)
     return out
 
 
 # ----------------------------------------------------------------------------- warpAffine
-@nb.njit(**_JIT)
-def _warp_affine_u8(src, m, rowx, rowy, replicate, bval, out):
-    oh, ow, c = out.shape
-    h, w = src.shape[0], src.shape[1]
-    m0 = np.float32(m[0])
-    m3 = np.float32(m[3])
-    for y in nb.prange(oh):
+@nb.njit(**_SERIAL)
+def _warp_rows(src, c, m0, m3, rowx, rowy, replicate, bval, out, y0, y1):
+    """Bilinear warp of rows [y0, y1): src [h, w*c] uint8, out [oh, ow*c]; coordinates
+    (m0*x + rowx[y], m3*x + rowy[y]) in float32, lerp along x then y, round half to even."""
+    h = src.shape[0]
+    w = src.shape[1] // c
+    ow = out.shape[1] // c
+    fx = np.empty(ow, np.float32)
+    fy = np.empty(ow, np.float32)
+    for y in range(y0, y1):
         mx0 = rowx[y]
         my0 = rowy[y]
         for x in range(ow):
-            fx = m0 * np.float32(x) + mx0
-            fy = m3 * np.float32(x) + my0
-            if not (-1e9 < fx < 1e9 and -1e9 < fy < 1e9):
-                for k in range(c):
-                    out[y, x, k] = np.uint8(bval[k]) if not replicate else src[0, 0, k]
-                continue
-            x0f = np.floor(fx)
-            y0f = np.floor(fy)
-            ax = fx - x0f
-            ay = fy - y0f
+            fx[x] = m0 * np.float32(x) + mx0
+            fy[x] = m3 * np.float32(x) + my0
+        orow = out[y]
+        for x in range(ow):
+            X = fx[x]
+            Y = fy[x]
+            if not (-1e8 < X < 1e8 and -1e8 < Y < 1e8):
+                X = np.float32(-10.0)
+                Y = np.float32(-10.0)
+            x0f = np.floor(X)
+            y0f = np.floor(Y)
+            ax = X - x0f
+            ay = Y - y0f
             x0 = np.int64(x0f)
-            y0 = np.int64(y0f)
-            inside = x0 >= 0 and y0 >= 0 and x0 + 1 < w and y0 + 1 < h
-            for k in range(c):
-                if inside:
-                    p00 = np.float32(src[y0, x0, k])
-                    p01 = np.float32(src[y0, x0 + 1, k])
-                    p10 = np.float32(src[y0 + 1, x0, k])
-                    p11 = np.float32(src[y0 + 1, x0 + 1, k])
-                else:
-                    p00 = _px(src, y0, x0, k, replicate, bval[k])
-                    p01 = _px(src, y0, x0 + 1, k, replicate, bval[k])
-                    p10 = _px(src, y0 + 1, x0, k, replicate, bval[k])
-                    p11 = _px(src, y0 + 1, x0 + 1, k, replicate, bval[k])
-                v0 = p00 + ax * (p01 - p00)
-                v1 = p10 + ax * (p11 - p10)
-                v = v0 + ay * (v1 - v0)
-                out[y, x, k] = np.uint8(min(max(np.rint(v), 0.0), 255.0))
+            y0_ = np.int64(y0f)
+            o = x * c
+            if x0 >= 0 and y0_ >= 0 and x0 + 1 < w and y0_ + 1 < h:
+                r0 = src[y0_]
+                r1 = src[y0_ + 1]
+                i0 = x0 * c
+                for k in range(c):
+                    p00 = np.float32(r0[i0 + k])
+                    p01 = np.float32(r0[i0 + c + k])
+                    p10 = np.float32(r1[i0 + k])
+                    p11 = np.float32(r1[i0 + c + k])
+                    v0 = p00 + ax * (p01 - p00)
+                    v1 = p10 + ax * (p11 - p10)
+                    orow[o + k] = np.uint8(np.rint(v0 + ay * (v1 - v0)))
+            elif not replicate and (x0 < -1 or y0_ < -1 or x0 >= w or y0_ >= h):
+                for k in range(c):
+                    orow[o + k] = np.uint8(bval[k])
+            else:
+                for k in range(c):
+                    p00 = _px2(src, c, y0_, x0, k, replicate, bval[k])
+                    p01 = _px2(src, c, y0_, x0 + 1, k, replicate, bval[k])
+                    p10 = _px2(src, c, y0_ + 1, x0, k, replicate, bval[k])
+                    p11 = _px2(src, c, y0_ + 1, x0 + 1, k, replicate, bval[k])
+                    v0 = p00 + ax * (p01 - p00)
+                    v1 = p10 + ax * (p11 - p10)
+                    v = np.rint(v0 + ay * (v1 - v0))
+                    orow[o + k] = np.uint8(min(max(v, np.float32(0)), np.float32(255)))
 
 
 @nb.njit(inline="always", cache=True)
-def _px(src, y, x, k, replicate, bv):
-    h, w = src.shape[0], src.shape[1]
+def _px2(src, c, y, x, k, replicate, bv):
+    h = src.shape[0]
+    w = src.shape[1] // c
     if replicate:
         y = min(max(y, 0), h - 1)
         x = min(max(x, 0), w - 1)
-        return np.float32(src[y, x, k])
+        return np.float32(src[y, x * c + k])
     if y < 0 or x < 0 or y >= h or x >= w:
         return np.float32(bv)
-    return np.float32(src[y, x, k])
+    return np.float32(src[y, x * c + k])
 
 
 def warp_affine_linear_u8(x: np.ndarray, M: tuple, oh: int, ow: int, border: int, value: tuple) -> np.ndarray:
@@ -136,41 +206,104 @@ def warp_affine_linear_u8(x: np.ndarray, M: tuple, oh: int, ow: int, border: int
     ys = np.arange(oh, dtype=np.float64)
     rowx = (ys * m[1] + m[2]).astype(np.float32)
     rowy = (ys * m[4] + m[5]).astype(np.float32)
-    c = x.shape[2]
-    bval = np.array((list(value) + [0.0] * 4)[:max(c, 4)], np.float32)
-    bval = np.clip(np.rint(bval), 0, 255)
-    out = np.empty((oh, ow, c), np.uint8)
-    _warp_affine_u8(np.ascontiguousarray(x), m, rowx, rowy, border == CV_BORDER_REPLICATE, bval, out)
-    return out
+    h, w, c = x.shape
+    bval = np.array((list(value) + [0.0] * 4)[:max(c, 4)], np.float64)
+    bval = np.clip(np.rint(bval), 0, 255).astype(np.float32)
+    res = np.empty((oh, ow, c), np.uint8)
+    src = np.ascontiguousarray(x).reshape(h, w * c)
+    out = res.reshape(oh, ow * c)
+    args = (src, c, np.float32(m[0]), np.float32(m[3]), rowx, rowy, border == CV_BORDER_REPLICATE, bval, out)
+    chunks = n_chunks(oh * ow * c * 4, 1 << 21)
+    run_rows(_warp_rows, args, oh, chunks)
+    return res
 
 
 # ----------------------------------------------------------------------------- cvtColor
-@nb.njit(**_JIT)
-def _swap_u8(src, order, alpha_src, out):
+@nb.njit(**_SERIAL)
+def _swap_words(w, o, n):
+    """BGR <-> RGB on n 4-pixel groups held in three uint32 words (b0 g0 r0 b1 | g1 r1 b2 g2 | r2 b3 g3 r3)."""
+    for g in range(n):
+        i = 3 * g
+        w0 = w[i]
+        w1 = w[i + 1]
+        w2 = w[i + 2]
+        o[i] = ((w0 >> 16) & 0xff) | (w0 & 0xff00) | ((w0 & 0xff) << 16) | (((w1 >> 8) & 0xff) << 24)
+        o[i + 1] = (w1 & 0xff) | (((w0 >> 24) & 0xff) << 8) | ((w2 & 0xff) << 16) | (w1 & 0xff000000)
+        o[i + 2] = ((w1 >> 16) & 0xff) | (((w2 >> 24) & 0xff) << 8) | (w2 & 0xff0000) | (((w2 >> 8) & 0xff) << 24)
+
+
+@nb.njit(**_SERIAL)
+def _swap_words64(w, o, n):
+    """BGR <-> RGB on n 8-pixel groups held in three uint64 words (byte k of a group at bit 8*(k % 8)).
+    (A loop from 0 to n: LLVM vectorises it; a loop over range(g0, g1) it does not.)"""
+    M = np.uint64(0xff)
+    for g in range(n):
+        i = 3 * g
+        a = w[i]
+        b = w[i + 1]
+        c = w[i + 2]
+        o[i] = (((a >> np.uint64(16)) & M) | (a & (M << np.uint64(8))) | ((a & M) << np.uint64(16))
+                | (((a >> np.uint64(40)) & M) << np.uint64(24)) | (a & (M << np.uint64(32)))
+                | (((a >> np.uint64(24)) & M) << np.uint64(40)) | ((b & M) << np.uint64(48))
+                | (a & (M << np.uint64(56))))
+        o[i + 1] = (((a >> np.uint64(48)) & M) | (((b >> np.uint64(24)) & M) << np.uint64(8))
+                    | (b & (M << np.uint64(16))) | (((b >> np.uint64(8)) & M) << np.uint64(24))
+                    | (((b >> np.uint64(48)) & M) << np.uint64(32)) | (b & (M << np.uint64(40)))
+                    | (((b >> np.uint64(32)) & M) << np.uint64(48)) | (((c >> np.uint64(8)) & M) << np.uint64(56)))
+        o[i + 2] = ((c & M) | (((b >> np.uint64(56)) & M) << np.uint64(8)) | (((c >> np.uint64(32)) & M) << np.uint64(16))
+                    | (c & (M << np.uint64(24))) | (((c >> np.uint64(16)) & M) << np.uint64(32))
+                    | (((c >> np.uint64(56)) & M) << np.uint64(40)) | (c & (M << np.uint64(48)))
+                    | (((c >> np.uint64(40)) & M) << np.uint64(56)))
+
+
+@nb.njit(**_SERIAL)
+def _swap_block(w, o, g0, g1):
+    _swap_words64(w[3 * g0:3 * g1], o[3 * g0:3 * g1], g1 - g0)
+
+
+@nb.njit(**_SERIAL)
+def _swap_rows(src, out, order, alpha_src, y0, y1):
     h, w, dc = out.shape
-    for y in nb.prange(h):
+    for y in range(y0, y1):
         for x in range(w):
-            for k in range(3):
-                out[y, x, k] = src[y, x, order[k]]
+            out[y, x, 0] = src[y, x, order[0]]
+            out[y, x, 1] = src[y, x, order[1]]
+            out[y, x, 2] = src[y, x, order[2]]
             if dc == 4:
                 out[y, x, 3] = src[y, x, 3] if alpha_src else np.uint8(255)
 
 
-@nb.njit(**_JIT)
-def _gray_u8(src, bidx, out):
-    h, w = out.shape[0], out.shape[1]
-    for y in nb.prange(h):
-        for x in range(w):
-            b = np.int32(src[y, x, bidx])
-            g = np.int32(src[y, x, 1])
-            r = np.int32(src[y, x, 2 - bidx])
-            out[y, x, 0] = np.uint8((b * 1868 + g * 9617 + r * 4899 + 8192) >> 14)
+@nb.njit(**_SERIAL)
+def _gray_rows(src, out, bidx, scn, y0, y1):
+    w = out.shape[1]
+    if scn == 3 and bidx == 0:  # literal strides and offsets let LLVM vectorise the common case
+        for y in range(y0, y1):
+            sr = src[y]
+            orow = out[y]
+            for x in range(w):
+                orow[x] = np.uint8((np.int32(sr[3 * x]) * 1868 + np.int32(sr[3 * x + 1]) * 9617
+                                    + np.int32(sr[3 * x + 2]) * 4899 + 8192) >> 14)
+    elif scn == 3:
+        for y in range(y0, y1):
+            sr = src[y]
+            orow = out[y]
+            for x in range(w):
+                orow[x] = np.uint8((np.int32(sr[3 * x + 2]) * 1868 + np.int32(sr[3 * x + 1]) * 9617
+                                    + np.int32(sr[3 * x]) * 4899 + 8192) >> 14)
+    else:
+        for y in range(y0, y1):
+            sr = src[y]
+            orow = out[y]
+            for x in range(w):
+                i = scn * x
+                orow[x] = np.uint8((np.int32(sr[i + bidx]) * 1868 + np.int32(sr[i + 1]) * 9617
+                                    + np.int32(sr[i + 2 - bidx]) * 4899 + 8192) >> 14)
 
 
-@nb.njit(**_JIT)
-def _gray2bgr_u8(src, out):
+@nb.njit(**_SERIAL)
+def _gray2bgr_rows(src, out, y0, y1):
     h, w, dc = out.shape
-    for y in nb.prange(h):
+    for y in range(y0, y1):
         for x in range(w):
             v = src[y, x, 0]
             out[y, x, 0] = v
@@ -185,85 +318,133 @@ def cvt_color(x: np.ndarray, code: int) -> np.ndarray:
     from ...ops.image_color import GRAY_FROM, GRAY_TO, SWAP
     x = np.ascontiguousarray(x)
     h, w = x.shape[:2]
+    chunks = n_chunks(x.size, 1 << 24)
     if code in SWAP:
         scn, dcn, swap, _ = SWAP[code]
         out = np.empty((h, w, dcn), np.uint8)
+        if scn == 3 and dcn == 3 and swap and (h * w) % 8 == 0:
+            words, o = x.reshape(-1).view(np.uint64), out.reshape(-1).view(np.uint64)
+            run_rows(_swap_block, (words, o), words.size // 3, chunks)
+            return out
+        if scn == 3 and dcn == 3 and swap and (h * w) % 4 == 0:
+            words, o = x.reshape(-1).view(np.uint32), out.reshape(-1).view(np.uint32)
+            _swap_words(words, o, words.size // 3)
+            return out
         order = np.array([2, 1, 0] if swap else [0, 1, 2], np.int64)
-        _swap_u8(x, order, scn == 4, out)
+        _swap_rows(x, out, order, scn == 4, 0, h)
         return out
     if code in GRAY_FROM:
-        out = np.empty((h, w, 1), np.uint8)
-        _gray_u8(x, GRAY_FROM[code][1], out)
-        return out
+        scn, bidx = GRAY_FROM[code]
+        res = np.empty((h, w, 1), np.uint8)
+        out = res.reshape(h, w)
+        src = x.reshape(h, w * scn)
+        run_rows(_gray_rows, (src, out, bidx, scn), h, chunks)
+        return res
     if code in GRAY_TO:
         out = np.empty((h, w, GRAY_TO[code]), np.uint8)
-        _gray2bgr_u8(x, out)
+        _gray2bgr_rows(x, out, 0, h)
         return out
     raise ValueError(f"no kernel for cvtColor code {code}")
 
 
 # ----------------------------------------------------------------------------- separable filters
-@nb.njit(**_JIT)
-def _sep_rows_u8(src, xidx, kx, const_border, tmp):
-    """Horizontal pass: tmp[y, x, c] = sum_j kx[j] * src[y, xidx[x + j], c] for every source row."""
-    h, w, c = tmp.shape
-    nk = kx.shape[0]
-    for y in nb.prange(h):
-        for x in range(w):
-            for k in range(c):
-                acc = np.float32(0.0)
-                for j in range(nk):
-                    xi = xidx[x + j]
-                    if xi >= 0:
-                        acc += kx[j] * np.float32(src[y, xi, k])
-                tmp[y, x, k] = acc
+@nb.njit(**_SERIAL)
+def _sep_chunk(src, xidx, kx, yidx, ky, c, fixed, delta, u8out, out, y0, y1):
+    """Rows [y0, y1) of a separable correlation, in blocks of 32 rows. ``src``/``out`` are [h, w*c];
+    xidx/yidx map padded column/row positions to source ones (-1: constant zero border). ``fixed``: integer
+    taps with 8 fractional bits each (exact in float32), result (sum + 2^15) >> 16 as OpenCV's bit-exact
+    GaussianBlur; else float32 taps, rounded half to even."""
+    wc = out.shape[1]
+    nkx = kx.shape[0]
+    nky = ky.shape[0]
+    wp = xidx.shape[0]
+    w = wc // c
+    # interior run: padded positions whose source column is j - lead (a plain copy)
+    lead = 0
+    while lead < wp and xidx[lead] != 0:
+        lead += 1
+    B = 32
+    row = np.empty(wp * c, np.float32)
+    hbuf = np.empty((B + nky - 1, wc), np.float32)
+    acc = np.empty(wc, np.float32)
+    for b0 in range(y0, y1, B):
+        b1 = min(y1, b0 + B)
+        nrows = b1 - b0 + nky - 1
+        for r in range(nrows):
+            sy = yidx[b0 + r]
+            hr = hbuf[r]
+            if sy < 0:
+                for i in range(wc):
+                    hr[i] = 0
+                continue
+            srow = src[sy]
+            for i in range(wc):
+                row[lead * c + i] = srow[i]
+            for j in range(wp):
+                if j < lead or j >= lead + w:
+                    sx = xidx[j]
+                    for k in range(c):
+                        row[j * c + k] = np.float32(srow[sx * c + k]) if sx >= 0 else np.float32(0)
+            k0 = kx[0]
+            for i in range(wc):
+                hr[i] = k0 * row[i]
+            for j in range(1, nkx):
+                kj = kx[j]
+                off = j * c
+                for i in range(wc):
+                    hr[i] += kj * row[i + off]
+        for y in range(b0, b1):
+            r0 = y - b0
+            k0 = ky[0]
+            h0 = hbuf[r0]
+            for i in range(wc):
+                acc[i] = k0 * h0[i]
+            for t in range(1, nky):
+                kt = ky[t]
+                ht = hbuf[r0 + t]
+                for i in range(wc):
+                    acc[i] += kt * ht[i]
+            orow = out[y]
+            if fixed:
+                for i in range(wc):
+                    orow[i] = (np.int32(acc[i]) + 32768) >> 16
+            elif u8out:
+                for i in range(wc):
+                    orow[i] = min(max(np.rint(acc[i] + delta), np.float32(0)), np.float32(255))
+            else:
+                for i in range(wc):
+                    orow[i] = acc[i] + delta
 
 
-@nb.njit(**_JIT)
-def _sep_cols_u8(tmp, yidx, ky, delta, out):
-    h, w, c = out.shape
-    nk = ky.shape[0]
-    for y in nb.prange(h):
-        for x in range(w):
-            for k in range(c):
-                acc = np.float32(0.0)
-                for i in range(nk):
-                    yi = yidx[y + i]
-                    if yi >= 0:
-                        acc += ky[i] * tmp[yi, x, k]
-                v = np.rint(acc + delta)
-                out[y, x, k] = np.uint8(min(max(v, 0.0), 255.0))
+def fixed_taps(k) -> np.ndarray | None:
+    """Taps as integers with 8 fractional bits summing to 256 (None when that would change them by more
+    than OpenCV's own fixed-point rounding: only smoothing kernels qualify)."""
+    k = np.asarray(k, np.float64)
+    if (k < 0).any() or abs(k.sum() - 1) > 1e-6:
+        return None
+    q = np.rint(k * 256)
+    q[len(q) // 2] += 256 - q.sum()
+    return q
 
 
-@nb.njit(**_JIT)
-def _sep_cols_f32(tmp, yidx, ky, delta, out):
-    h, w, c = out.shape
-    nk = ky.shape[0]
-    for y in nb.prange(h):
-        for x in range(w):
-            for k in range(c):
-                acc = np.float32(0.0)
-                for i in range(nk):
-                    yi = yidx[y + i]
-                    if yi >= 0:
-                        acc += ky[i] * tmp[yi, x, k]
-                out[y, x, k] = acc + delta
-
-
-def sep_filter_u8(x: np.ndarray, kx, ky, anchor, border: int, delta: float, dtype: np.dtype) -> np.ndarray:
-    """Separable correlation of uint8 HWC data in float32 (uint8 or float32 result)."""
+def sep_filter_u8(x: np.ndarray, kx, ky, anchor, border: int, delta: float, dtype: np.dtype,
+                  fixed: bool = False) -> np.ndarray:
+    """Separable correlation of uint8 HWC data: row blocks, contiguous inner loops; ``fixed`` uses 8-bit
+    fixed-point taps (exact integer sums in float32, OpenCV's GaussianBlur rounding), else float32 taps."""
     from ...ops.image_geometry import border_index
     h, w, c = x.shape
     ax, ay = anchor
-    kx = np.asarray(kx, np.float32)
-    ky = np.asarray(ky, np.float32)
-    xidx = border_index(np.arange(-ax, w + len(kx) - 1 - ax), w, border).astype(np.int64)
-    yidx = border_index(np.arange(-ay, h + len(ky) - 1 - ay), h, border).astype(np.int64)
-    tmp = np.empty((h, w, c), np.float32)
-    _sep_rows_u8(np.ascontiguousarray(x), xidx, kx, border == CV_BORDER_CONSTANT, tmp)
-    out = np.empty((h, w, c), dtype)
-    if dtype == np.uint8:
-        _sep_cols_u8(tmp, yidx, ky, np.float32(delta), out)
-    else:
-        _sep_cols_f32(tmp, yidx, ky, np.float32(delta), out)
-    return out
+    qx, qy = (fixed_taps(kx), fixed_taps(ky)) if fixed else (None, None)
+    use_fixed = qx is not None and qy is not None and dtype == np.uint8 and delta == 0 and \
+        len(qx) <= 5 and len(qy) <= 5
+    kxa = np.asarray(qx if use_fixed else kx, np.float32)
+    kya = np.asarray(qy if use_fixed else ky, np.float32)
+    xidx = border_index(np.arange(-ax, w + len(kxa) - 1 - ax), w, border).astype(np.int64)
+    yidx = border_index(np.arange(-ay, h + len(kya) - 1 - ay), h, border).astype(np.int64)
+    src = np.ascontiguousarray(x).reshape(h, w * c)
+    res = np.empty((h, w, c), dtype)
+    out = res.reshape(h, w * c)
+    chunks = n_chunks(x.size * (len(kxa) + len(kya)), 1 << 25)
+    run_rows(_sep_chunk, (src, xidx, kxa, yidx, kya, c, use_fixed, np.float32(delta), dtype == np.uint8, out),
+             h, chunks)
+    return res
