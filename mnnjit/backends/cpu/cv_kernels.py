@@ -68,23 +68,29 @@ def n_chunks(work: int, per_chunk: int) -> int:
 
 # ----------------------------------------------------------------------------- resize
 @nb.njit(**_SERIAL)
-def _resize_linear_u8(src, xi, ax, yi, by, out, y0, y1):
-    oh, ow, c = out.shape
+def _resize_linear_u8(src, xo, ax, yi, by, out, y0, y1):
+    """Rows [y0, y1) of OpenCV's fixed-point bilinear resize; src [h, w*c], out [oh, ow*c], xo the two
+    source byte offsets of each output column (unsigned: no negative-index checks)."""
+    ow = ax.shape[0]
+    c = out.shape[1] // ow
     for dy in range(y0, y1):
-        r0 = yi[dy, 0]
-        r1 = yi[dy, 1]
+        s0 = src[yi[dy, 0]]
+        s1 = src[yi[dy, 1]]
         b0 = by[dy, 0]
         b1 = by[dy, 1]
+        orow = out[dy]
         for dx in range(ow):
-            x0 = xi[dx, 0]
-            x1 = xi[dx, 1]
+            p0 = xo[dx, 0]
+            p1 = xo[dx, 1]
             a0 = ax[dx, 0]
             a1 = ax[dx, 1]
+            o = dx * c
             for k in range(c):
-                h0 = (np.int32(src[r0, x0, k]) * a0 + np.int32(src[r0, x1, k]) * a1) >> 4
-                h1 = (np.int32(src[r1, x0, k]) * a0 + np.int32(src[r1, x1, k]) * a1) >> 4
+                uk = np.uint64(k)
+                h0 = (np.int32(s0[p0 + uk]) * a0 + np.int32(s0[p1 + uk]) * a1) >> 4
+                h1 = (np.int32(s1[p0 + uk]) * a0 + np.int32(s1[p1 + uk]) * a1) >> 4
                 v = (((h0 * b0) >> 16) + ((h1 * b1) >> 16) + 2) >> 2
-                out[dy, dx, k] = min(max(v, 0), 255)
+                orow[o + k] = min(max(v, 0), 255)
 
 
 @nb.njit(**_SERIAL)
@@ -124,7 +130,11 @@ def resize_linear(x: np.ndarray, oh: int, ow: int, sy: float, sx: float) -> np.n
     x = np.ascontiguousarray(x)
     out = np.empty((oh, ow, c), np.uint8 if u8 else np.float32)
     chunks = n_chunks(oh * ow * c * 8, 1 << 20)
-    run_rows(_resize_linear_u8 if u8 else _resize_linear_f32, (x, xi, ax, yi, by, out), oh, chunks)
+    if u8:
+        xo = (xi.astype(np.uint64) * np.uint64(c))
+        run_rows(_resize_linear_u8, (x.reshape(h, w * c), xo, ax, yi, by, out.reshape(oh, ow * c)), oh, chunks)
+    else:
+        run_rows(_resize_linear_f32, (x, xi, ax, yi, by, out), oh, chunks)
     return out
 
 
@@ -132,48 +142,61 @@ def resize_linear(x: np.ndarray, oh: int, ow: int, sy: float, sx: float) -> np.n
 @nb.njit(**_SERIAL)
 def _warp_rows(src, c, m0, m3, rowx, rowy, replicate, bval, out, y0, y1):
     """Bilinear warp of rows [y0, y1): src [h, w*c] uint8, out [oh, ow*c]; coordinates
-    (m0*x + rowx[y], m3*x + rowy[y]) in float32, lerp along x then y, round half to even."""
+    (m0*x + rowx[y], m3*x + rowy[y]) in float32, lerp along x then y, round half to even.
+    Per row: a vectorisable pass computes offsets and weights, then a gather pass reads pixels with
+    unsigned offsets (no negative-index checks); pixels near or outside the border take the slow path."""
     h = src.shape[0]
     w = src.shape[1] // c
     ow = out.shape[1] // c
+    stride = src.shape[1]
+    flat = src.reshape(-1)
     fx = np.empty(ow, np.float32)
     fy = np.empty(ow, np.float32)
+    offs = np.empty(ow, np.uint64)
+    ins = np.empty(ow, np.bool_)
+    wlim = np.float32(w - 1)
+    hlim = np.float32(h - 1)
     for y in range(y0, y1):
         mx0 = rowx[y]
         my0 = rowy[y]
         for x in range(ow):
-            fx[x] = m0 * np.float32(x) + mx0
-            fy[x] = m3 * np.float32(x) + my0
+            X = m0 * np.float32(x) + mx0
+            Y = m3 * np.float32(x) + my0
+            xf = np.floor(X)
+            yf = np.floor(Y)
+            fx[x] = X - xf
+            fy[x] = Y - yf
+            ok = (xf >= 0) & (yf >= 0) & (xf < wlim) & (yf < hlim)
+            ins[x] = ok
+            offs[x] = (np.uint64(yf) * np.uint64(stride) + np.uint64(xf) * np.uint64(c)) if ok else np.uint64(0)
         orow = out[y]
         for x in range(ow):
-            X = fx[x]
-            Y = fy[x]
-            if not (-1e8 < X < 1e8 and -1e8 < Y < 1e8):
-                X = np.float32(-10.0)
-                Y = np.float32(-10.0)
-            x0f = np.floor(X)
-            y0f = np.floor(Y)
-            ax = X - x0f
-            ay = Y - y0f
-            x0 = np.int64(x0f)
-            y0_ = np.int64(y0f)
+            ax = fx[x]
+            ay = fy[x]
             o = x * c
-            if x0 >= 0 and y0_ >= 0 and x0 + 1 < w and y0_ + 1 < h:
-                r0 = src[y0_]
-                r1 = src[y0_ + 1]
-                i0 = x0 * c
+            if ins[x]:
+                p = offs[x]
                 for k in range(c):
-                    p00 = np.float32(r0[i0 + k])
-                    p01 = np.float32(r0[i0 + c + k])
-                    p10 = np.float32(r1[i0 + k])
-                    p11 = np.float32(r1[i0 + c + k])
+                    q = p + np.uint64(k)
+                    p00 = np.float32(flat[q])
+                    p01 = np.float32(flat[q + np.uint64(c)])
+                    p10 = np.float32(flat[q + np.uint64(stride)])
+                    p11 = np.float32(flat[q + np.uint64(stride + c)])
                     v0 = p00 + ax * (p01 - p00)
                     v1 = p10 + ax * (p11 - p10)
                     orow[o + k] = np.uint8(np.rint(v0 + ay * (v1 - v0)))
-            elif not replicate and (x0 < -1 or y0_ < -1 or x0 >= w or y0_ >= h):
-                for k in range(c):
-                    orow[o + k] = np.uint8(bval[k])
             else:
+                X = m0 * np.float32(x) + mx0
+                Y = m3 * np.float32(x) + my0
+                if not (-1e8 < X < 1e8 and -1e8 < Y < 1e8):
+                    X = np.float32(-10.0)
+                    Y = np.float32(-10.0)
+                x0 = np.int64(np.floor(X))
+                y0_ = np.int64(np.floor(Y))
+                if not replicate and (x0 < -1 or y0_ < -1 or x0 >= w or y0_ >= h):
+                    for k in range(c):
+                        orow[o + k] = np.uint8(bval[k])
+                    continue
                 for k in range(c):
                     p00 = _px2(src, c, y0_, x0, k, replicate, bval[k])
                     p01 = _px2(src, c, y0_, x0 + 1, k, replicate, bval[k])
@@ -378,32 +401,45 @@ def _sep_chunk(src, xidx, kx, yidx, ky, c, fixed, delta, u8out, out, y0, y1):
                     hr[i] = 0
                 continue
             srow = src[sy]
+            mid = row[lead * c:]  # slice views index from 0: no negative-index checks, so LLVM vectorises
             for i in range(wc):
-                row[lead * c + i] = srow[i]
+                mid[i] = srow[i]
             for j in range(wp):
                 if j < lead or j >= lead + w:
                     sx = xidx[j]
                     for k in range(c):
                         row[j * c + k] = np.float32(srow[sx * c + k]) if sx >= 0 else np.float32(0)
-            k0 = kx[0]
-            for i in range(wc):
-                hr[i] = k0 * row[i]
-            for j in range(1, nkx):
-                kj = kx[j]
-                off = j * c
+            if nkx == 5:  # the common 5-tap case in one pass
+                q0, q1, q2, q3, q4 = row, row[c:], row[2 * c:], row[3 * c:], row[4 * c:]
+                k0, k1, k2, k3, k4 = kx[0], kx[1], kx[2], kx[3], kx[4]
                 for i in range(wc):
-                    hr[i] += kj * row[i + off]
+                    hr[i] = k0 * q0[i] + k1 * q1[i] + k2 * q2[i] + k3 * q3[i] + k4 * q4[i]
+            else:
+                k0 = kx[0]
+                for i in range(wc):
+                    hr[i] = k0 * row[i]
+                for j in range(1, nkx):
+                    kj = kx[j]
+                    sub = row[j * c:]
+                    for i in range(wc):
+                        hr[i] += kj * sub[i]
         for y in range(b0, b1):
             r0 = y - b0
-            k0 = ky[0]
-            h0 = hbuf[r0]
-            for i in range(wc):
-                acc[i] = k0 * h0[i]
-            for t in range(1, nky):
-                kt = ky[t]
-                ht = hbuf[r0 + t]
+            if nky == 5:
+                g0, g1, g2, g3, g4 = hbuf[r0], hbuf[r0 + 1], hbuf[r0 + 2], hbuf[r0 + 3], hbuf[r0 + 4]
+                k0, k1, k2, k3, k4 = ky[0], ky[1], ky[2], ky[3], ky[4]
                 for i in range(wc):
-                    acc[i] += kt * ht[i]
+                    acc[i] = k0 * g0[i] + k1 * g1[i] + k2 * g2[i] + k3 * g3[i] + k4 * g4[i]
+            else:
+                k0 = ky[0]
+                h0 = hbuf[r0]
+                for i in range(wc):
+                    acc[i] = k0 * h0[i]
+                for t in range(1, nky):
+                    kt = ky[t]
+                    ht = hbuf[r0 + t]
+                    for i in range(wc):
+                        acc[i] += kt * ht[i]
             orow = out[y]
             if fixed:
                 for i in range(wc):
