@@ -21,8 +21,6 @@ import numpy as np
 from .image_geometry import CV_BORDER_CONSTANT, border_index  # noqa: F401
 from .registry import OpDef, register
 
-KERNEL_THRESHOLD = 1 << 16
-
 
 def cast_round(v: np.ndarray, dtype: np.dtype) -> np.ndarray:
     """Round half to even and saturate to ``dtype`` (OpenCV's saturate_cast)."""
@@ -91,17 +89,12 @@ def _sep_infer(inputs, attrs):
 
 def _sep_op(xs, attrs):
     x = xs[0]
-    if (x.dtype == np.uint8 and np.dtype(attrs["dtype"]) in (np.uint8, np.float32) and not attrs.get("square")
-            and x.size >= KERNEL_THRESHOLD and len(attrs["kx"]) <= 31 and len(attrs["ky"]) <= 31):
-        from ..backends.cpu import cv_kernels
-        return cv_kernels.sep_filter_u8(x, attrs["kx"], attrs["ky"], attrs["anchor"], attrs["border"],
-                                        attrs["delta"], np.dtype(attrs["dtype"]), attrs.get("fixed", False))
     return sep_filter_ref(x, attrs["kx"], attrs["ky"], attrs["anchor"], attrs["border"], attrs["delta"],
                           attrs["dtype"], attrs.get("square", False), attrs.get("fixed", False))
 
 
 register(OpDef("sep_filter", "opaque", _sep_infer, _sep_op, mnn_type="Convolution",
-               doc="separable 2-D correlation", extra={"kernel": "cv_kernels.sep_filter_u8"}))
+               doc="separable 2-D correlation"))
 
 
 def filter2d_ref(x: np.ndarray, kernel, anchor, border: int, delta: float, dtype) -> np.ndarray:

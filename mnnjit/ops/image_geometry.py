@@ -21,7 +21,6 @@ INTER_LINEAR_EXACT, INTER_NEAREST_EXACT = 5, 6
 # OpenCV's border codes (the cv front end maps MNN's codes to these)
 CV_BORDER_CONSTANT, CV_BORDER_REPLICATE, CV_BORDER_REFLECT, CV_BORDER_WRAP, CV_BORDER_REFLECT_101 = 0, 1, 2, 3, 4
 CV_BORDER_TRANSPARENT = 5
-KERNEL_THRESHOLD = 1 << 15
 
 
 # ----------------------------------------------------------------------------- resize tap tables
@@ -209,19 +208,13 @@ def _resize_infer(inputs, attrs):
 
 
 def _resize_op(xs, attrs):
-    x = xs[0]
     oh, ow = attrs["size"]
     sy, sx = attrs["scale"]
-    interp = attrs["interp"]
-    if (interp in (INTER_LINEAR, INTER_LINEAR_EXACT) and x.dtype in (np.uint8, np.float32)
-            and x.size + oh * ow * x.shape[2] >= KERNEL_THRESHOLD):
-        from ..backends.cpu import cv_kernels
-        return cv_kernels.resize_linear(x, oh, ow, sy, sx)
-    return resize_ref(x, oh, ow, interp, sy, sx)
+    return resize_ref(xs[0], oh, ow, attrs["interp"], sy, sx)
 
 
 register(OpDef("resize_image", "opaque", _resize_infer, _resize_op, mnn_type="ImageProcess",
-               doc="cv2.resize of an HWC image", extra={"kernel": "cv_kernels.resize_linear"}))
+               doc="cv2.resize of an HWC image"))
 
 
 # ----------------------------------------------------------------------------- border handling
@@ -360,10 +353,6 @@ def _warp_affine_op(xs, attrs):
     x = xs[0]
     oh, ow = attrs["size"]
     interp, border, value = attrs["interp"], attrs["border"], attrs["value"]
-    if interp == INTER_LINEAR and x.dtype == np.uint8 and oh * ow * x.shape[2] >= KERNEL_THRESHOLD \
-            and border in (CV_BORDER_CONSTANT, CV_BORDER_REPLICATE):
-        from ..backends.cpu import cv_kernels
-        return cv_kernels.warp_affine_linear_u8(x, attrs["M"], oh, ow, border, value)
     mx, my = _clamp_maps(*affine_maps(attrs["M"], oh, ow))
     return remap_ref(x, mx, my, interp, border, value)
 
@@ -376,7 +365,7 @@ def _warp_perspective_op(xs, attrs):
 
 
 register(OpDef("warp_affine", "opaque", _warp_infer, _warp_affine_op, mnn_type="ImageProcess",
-               doc="cv2.warpAffine with an inverse map", extra={"kernel": "cv_kernels.warp_affine_linear_u8"}))
+               doc="cv2.warpAffine with an inverse map"))
 register(OpDef("warp_perspective", "opaque", _warp_infer, _warp_perspective_op, mnn_type="ImageProcess",
                doc="cv2.warpPerspective with an inverse map"))
 

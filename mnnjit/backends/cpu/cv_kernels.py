@@ -129,7 +129,7 @@ def resize_linear(x: np.ndarray, oh: int, ow: int, sy: float, sx: float) -> np.n
     xi, ax = _taps(w, ow, float(sx), u8)
     x = np.ascontiguousarray(x)
     out = np.empty((oh, ow, c), np.uint8 if u8 else np.float32)
-    chunks = n_chunks(oh * ow * c * 8, 1 << 20)
+    chunks = n_chunks(oh * ow * c * 8, 1 << 22)
     if u8:
         xo = (xi.astype(np.uint64) * np.uint64(c))
         run_rows(_resize_linear_u8, (x.reshape(h, w * c), xo, ax, yi, by, out.reshape(oh, ow * c)), oh, chunks)
@@ -372,7 +372,7 @@ def cvt_color(x: np.ndarray, code: int) -> np.ndarray:
 
 # ----------------------------------------------------------------------------- separable filters
 @nb.njit(**_SERIAL)
-def _sep_chunk(src, xidx, kx, yidx, ky, c, fixed, delta, u8out, out, y0, y1):
+def _sep_chunk(src, xidx, lead, kx, yidx, ky, c, fixed, delta, u8out, out, y0, y1):
     """Rows [y0, y1) of a separable correlation, in blocks of 32 rows. ``src``/``out`` are [h, w*c];
     xidx/yidx map padded column/row positions to source ones (-1: constant zero border). ``fixed``: integer
     taps with 8 fractional bits each (exact in float32), result (sum + 2^15) >> 16 as OpenCV's bit-exact
@@ -382,10 +382,7 @@ def _sep_chunk(src, xidx, kx, yidx, ky, c, fixed, delta, u8out, out, y0, y1):
     nky = ky.shape[0]
     wp = xidx.shape[0]
     w = wc // c
-    # interior run: padded positions whose source column is j - lead (a plain copy)
-    lead = 0
-    while lead < wp and xidx[lead] != 0:
-        lead += 1
+    # padded positions [lead, lead + w) are source columns 0..w-1 (a plain copy)
     B = 32
     row = np.empty(wp * c, np.float32)
     hbuf = np.empty((B + nky - 1, wc), np.float32)
@@ -452,21 +449,11 @@ def _sep_chunk(src, xidx, kx, yidx, ky, c, fixed, delta, u8out, out, y0, y1):
                     orow[i] = acc[i] + delta
 
 
-def fixed_taps(k) -> np.ndarray | None:
-    """Taps as integers with 8 fractional bits summing to 256 (None when that would change them by more
-    than OpenCV's own fixed-point rounding: only smoothing kernels qualify)."""
-    k = np.asarray(k, np.float64)
-    if (k < 0).any() or abs(k.sum() - 1) > 1e-6:
-        return None
-    q = np.rint(k * 256)
-    q[len(q) // 2] += 256 - q.sum()
-    return q
-
-
 def sep_filter_u8(x: np.ndarray, kx, ky, anchor, border: int, delta: float, dtype: np.dtype,
                   fixed: bool = False) -> np.ndarray:
     """Separable correlation of uint8 HWC data: row blocks, contiguous inner loops; ``fixed`` uses 8-bit
     fixed-point taps (exact integer sums in float32, OpenCV's GaussianBlur rounding), else float32 taps."""
+    from ...ops.image_filter import fixed_taps
     from ...ops.image_geometry import border_index
     h, w, c = x.shape
     ax, ay = anchor
@@ -481,6 +468,6 @@ def sep_filter_u8(x: np.ndarray, kx, ky, anchor, border: int, delta: float, dtyp
     res = np.empty((h, w, c), dtype)
     out = res.reshape(h, w * c)
     chunks = n_chunks(x.size * (len(kxa) + len(kya)), 1 << 25)
-    run_rows(_sep_chunk, (src, xidx, kxa, yidx, kya, c, use_fixed, np.float32(delta), dtype == np.uint8, out),
+    run_rows(_sep_chunk, (src, xidx, ax, kxa, yidx, kya, c, use_fixed, np.float32(delta), dtype == np.uint8, out),
              h, chunks)
     return res

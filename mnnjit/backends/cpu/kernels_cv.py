@@ -1,0 +1,63 @@
+"""Hand-written CPU kernels of the image ops, attached through the compiler's kernel registry.
+
+Loaded by the CPU backend when it first needs a kernel (never by ``import mnnjit.cv``). Each kernel
+returns what the op's numpy ``ref`` returns; cases a kernel does not cover (dtypes, border modes,
+interpolations) run the ``ref``. ``min_size`` values: below about 2^15 output elements numpy's
+reference is as fast (measured, docs/notes/cv.md).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ...ops import registry
+from ...ops.image_color import FAST_CODES
+from ...ops.image_geometry import CV_BORDER_CONSTANT, CV_BORDER_REPLICATE, INTER_LINEAR, INTER_LINEAR_EXACT
+from . import cv_kernels as K
+from .kernels import cpu_kernel
+
+
+def _ref(op: str, inputs, attrs):
+    return registry.get(op).ref(inputs, attrs)
+
+
+@cpu_kernel("resize_image", min_size=1 << 15)
+def resize_image(inputs, attrs):
+    """Bilinear resize of uint8/float32 images; other interpolations use the reference."""
+    x = inputs[0]
+    if attrs["interp"] in (INTER_LINEAR, INTER_LINEAR_EXACT) and x.dtype in (np.uint8, np.float32):
+        oh, ow = attrs["size"]
+        sy, sx = attrs["scale"]
+        return K.resize_linear(x, oh, ow, sy, sx)
+    return _ref("resize_image", inputs, attrs)
+
+
+@cpu_kernel("cvt_color", min_size=1 << 15)
+def cvt_color(inputs, attrs):
+    """Channel swaps and gray conversions of uint8 images."""
+    x = inputs[0]
+    if x.dtype == np.uint8 and attrs["code"] in FAST_CODES:
+        return K.cvt_color(x, attrs["code"])
+    return _ref("cvt_color", inputs, attrs)
+
+
+@cpu_kernel("warp_affine", min_size=1 << 15)
+def warp_affine(inputs, attrs):
+    """Bilinear warpAffine of uint8 images with constant or replicated borders."""
+    x = inputs[0]
+    if attrs["interp"] == INTER_LINEAR and x.dtype == np.uint8 and \
+            attrs["border"] in (CV_BORDER_CONSTANT, CV_BORDER_REPLICATE):
+        oh, ow = attrs["size"]
+        return K.warp_affine_linear_u8(x, attrs["M"], oh, ow, attrs["border"], attrs["value"])
+    return _ref("warp_affine", inputs, attrs)
+
+
+@cpu_kernel("sep_filter", min_size=1 << 15)
+def sep_filter(inputs, attrs):
+    """Separable filters of uint8 images (GaussianBlur bit-exact fixed point, others float32 taps)."""
+    x = inputs[0]
+    dt = np.dtype(attrs["dtype"])
+    if x.dtype == np.uint8 and dt in (np.uint8, np.float32) and not attrs.get("square") \
+            and len(attrs["kx"]) <= 31 and len(attrs["ky"]) <= 31:
+        return K.sep_filter_u8(x, attrs["kx"], attrs["ky"], attrs["anchor"], attrs["border"], attrs["delta"], dt,
+                               attrs.get("fixed", False))
+    return _ref("sep_filter", inputs, attrs)
