@@ -68,29 +68,26 @@ def n_chunks(work: int, per_chunk: int) -> int:
 
 # ----------------------------------------------------------------------------- resize
 @nb.njit(**_SERIAL)
-def _resize_linear_u8(src, xo, ax, yi, by, out, y0, y1):
-    """Rows [y0, y1) of OpenCV's fixed-point bilinear resize; src [h, w*c], out [oh, ow*c], xo the two
-    source byte offsets of each output column (unsigned: no negative-index checks)."""
-    ow = ax.shape[0]
-    c = out.shape[1] // ow
+def _resize_linear_u8(src, xo0, xo1, a0, a1, yi, by, out, y0, y1):
+    """Rows [y0, y1) of OpenCV's fixed-point bilinear resize; src [h, w*c], out [oh, ow*c]. Per output
+    element j of a row: source byte offsets xo0[j], xo1[j] (unsigned: no negative-index checks) and 11-bit
+    weights a0[j], a1[j]; simple gather loops that LLVM vectorises."""
+    n = out.shape[1]
+    h0 = np.empty(n, np.int32)
+    h1 = np.empty(n, np.int32)
     for dy in range(y0, y1):
         s0 = src[yi[dy, 0]]
         s1 = src[yi[dy, 1]]
         b0 = by[dy, 0]
         b1 = by[dy, 1]
         orow = out[dy]
-        for dx in range(ow):
-            p0 = xo[dx, 0]
-            p1 = xo[dx, 1]
-            a0 = ax[dx, 0]
-            a1 = ax[dx, 1]
-            o = dx * c
-            for k in range(c):
-                uk = np.uint64(k)
-                h0 = (np.int32(s0[p0 + uk]) * a0 + np.int32(s0[p1 + uk]) * a1) >> 4
-                h1 = (np.int32(s1[p0 + uk]) * a0 + np.int32(s1[p1 + uk]) * a1) >> 4
-                v = (((h0 * b0) >> 16) + ((h1 * b1) >> 16) + 2) >> 2
-                orow[o + k] = min(max(v, 0), 255)
+        for j in range(n):
+            h0[j] = (np.int32(s0[xo0[j]]) * a0[j] + np.int32(s0[xo1[j]]) * a1[j]) >> 4
+        for j in range(n):
+            h1[j] = (np.int32(s1[xo0[j]]) * a0[j] + np.int32(s1[xo1[j]]) * a1[j]) >> 4
+        for j in range(n):
+            v = (((h0[j] * b0) >> 16) + ((h1[j] * b1) >> 16) + 2) >> 2
+            orow[j] = min(max(v, 0), 255)
 
 
 @nb.njit(**_SERIAL)
@@ -113,6 +110,16 @@ def _resize_linear_f32(src, xi, ax, yi, by, out, y0, y1):
 
 
 @functools.lru_cache(maxsize=64)
+def _flat_taps(w: int, ow: int, scale: float, c: int):
+    """Per output element (column x channel) byte offsets and 11-bit weights of a uint8 row resize."""
+    xi, ax = _taps(w, ow, scale, True)
+    ch = np.arange(c, dtype=np.uint64)
+    xo0 = (xi[:, 0:1].astype(np.uint64) * np.uint64(c) + ch).ravel()
+    xo1 = (xi[:, 1:2].astype(np.uint64) * np.uint64(c) + ch).ravel()
+    return xo0, xo1, np.repeat(ax[:, 0], c).astype(np.int32), np.repeat(ax[:, 1], c).astype(np.int32)
+
+
+@functools.lru_cache(maxsize=64)
 def _taps(n_in: int, n_out: int, scale: float, fixed: bool):
     idx, w = linear_taps(n_in, n_out, scale, INTER_LINEAR)
     if fixed:
@@ -129,10 +136,11 @@ def resize_linear(x: np.ndarray, oh: int, ow: int, sy: float, sx: float) -> np.n
     xi, ax = _taps(w, ow, float(sx), u8)
     x = np.ascontiguousarray(x)
     out = np.empty((oh, ow, c), np.uint8 if u8 else np.float32)
-    chunks = n_chunks(oh * ow * c * 8, 1 << 22)
+    chunks = n_chunks(oh * ow * c * 8, 1 << 21)
     if u8:
-        xo = (xi.astype(np.uint64) * np.uint64(c))
-        run_rows(_resize_linear_u8, (x.reshape(h, w * c), xo, ax, yi, by, out.reshape(oh, ow * c)), oh, chunks)
+        xo0, xo1, a0, a1 = _flat_taps(w, ow, float(sx), c)
+        run_rows(_resize_linear_u8, (x.reshape(h, w * c), xo0, xo1, a0, a1, yi, by, out.reshape(oh, ow * c)),
+                 oh, chunks)
     else:
         run_rows(_resize_linear_f32, (x, xi, ax, yi, by, out), oh, chunks)
     return out
