@@ -189,3 +189,21 @@ def test_kernels_equal_reference(case):
         assert np.allclose(got, ref, rtol=1e-5, atol=1e-3)
     else:
         assert np.array_equal(got, ref)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_find_contours_matches_opencv(seed):
+    rng = np.random.default_rng(seed)
+    img = np.zeros((50, 70), np.uint8)
+    for _ in range(8):
+        c = tuple(int(v) for v in rng.integers(0, 70, 2))
+        cv2.circle(img, c, int(rng.integers(2, 12)), int(rng.choice([0, 255])), -1)
+    if seed % 2:
+        img = (rng.random((50, 70)) > 0.6).astype(np.uint8) * 255
+    for mode in (cv.RETR_EXTERNAL, cv.RETR_LIST):
+        for meth in (cv.CHAIN_APPROX_NONE, cv.CHAIN_APPROX_SIMPLE):
+            cs, hier = cv.findContours(image_var(img[..., None]), mode, meth)
+            ref, _ = cv2.findContours(img, mode, meth)
+            assert hier == "no hierarchy" and len(cs) == len(ref)
+            for a, b in zip(cs, ref):
+                assert np.array_equal(np.asarray(a), b)

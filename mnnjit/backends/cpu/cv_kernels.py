@@ -479,3 +479,115 @@ def sep_filter_u8(x: np.ndarray, kx, ky, anchor, border: int, delta: float, dtyp
     run_rows(_sep_chunk, (src, xidx, ax, kxa, yidx, kya, c, use_fixed, np.float32(delta), dtype == np.uint8, out),
              h, chunks)
     return res
+
+
+# ----------------------------------------------------------------------------- contours
+# neighbour offsets (dy, dx) counter-clockwise on screen starting east: E, NE, N, NW, W, SW, S, SE
+_DY = np.array([0, -1, -1, -1, 0, 1, 1, 1], np.int64)
+_DX = np.array([1, 1, 0, -1, -1, -1, 0, 1], np.int64)
+
+
+@nb.njit(**_SERIAL)
+def _dir_of(dy, dx):
+    for k in range(8):
+        if _DY[k] == dy and _DX[k] == dx:
+            return k
+    return -1
+
+
+@nb.njit(**_SERIAL)
+def suzuki_borders(f, pts, meta):
+    """Suzuki & Abe border following on ``f`` (int32, 0/1, zero frame of one pixel; modified in place).
+
+    Writes the border points (x, y in padded coordinates) of every border into ``pts`` and per border
+    (start index, length, is_hole, parent id, own id) into ``meta``; returns (n_borders, n_points).
+    Borders are numbered from 2 (1 is the frame, a hole border)."""
+    h, w = f.shape
+    nbd = 1
+    nb_count = 0
+    npts = 0
+    # border kinds/parents by id (id 1 = frame, a hole)
+    maxb = meta.shape[0] + 2
+    kind = np.zeros(maxb, np.int64)
+    parent = np.zeros(maxb, np.int64)
+    kind[1] = 1
+    for i in range(1, h - 1):
+        lnbd = 1
+        for j in range(1, w - 1):
+            fij = f[i, j]
+            if fij == 0:
+                continue
+            start = False
+            hole = False
+            if fij == 1 and f[i, j - 1] == 0:
+                start = True
+                i2, j2 = i, j - 1
+            elif fij >= 1 and f[i, j + 1] == 0:
+                start = True
+                hole = True
+                i2, j2 = i, j + 1
+                if fij > 1:
+                    lnbd = fij
+            if start and nbd + 1 < maxb and nb_count < meta.shape[0]:
+                nbd += 1
+                kind[nbd] = 1 if hole else 0
+                lk = kind[lnbd]
+                if hole:
+                    parent[nbd] = parent[lnbd] if lk == 1 else lnbd
+                else:
+                    parent[nbd] = lnbd if lk == 1 else parent[lnbd]
+                s0 = npts
+                # 3.1: clockwise around (i, j) from (i2, j2) for a non-zero pixel
+                d = _dir_of(i2 - i, j2 - j)
+                found = -1
+                for t in range(8):
+                    k = (d - t) % 8
+                    if f[i + _DY[k], j + _DX[k]] != 0:
+                        found = k
+                        break
+                if found < 0:
+                    f[i, j] = -nbd
+                    pts[npts, 0] = j
+                    pts[npts, 1] = i
+                    npts += 1
+                else:
+                    i1, j1 = i + _DY[found], j + _DX[found]
+                    i2, j2 = i1, j1
+                    i3, j3 = i, j
+                    while True:
+                        pts[npts, 0] = j3
+                        pts[npts, 1] = i3
+                        npts += 1
+                        # 3.3: counter-clockwise around (i3, j3) starting after (i2, j2)
+                        d = _dir_of(i2 - i3, j2 - j3)
+                        east_zero = False
+                        k4 = -1
+                        for t in range(1, 9):
+                            k = (d + t) % 8
+                            yy, xx = i3 + _DY[k], j3 + _DX[k]
+                            if f[yy, xx] != 0:
+                                k4 = k
+                                break
+                            if k == 0:
+                                east_zero = True
+                        i4, j4 = i3 + _DY[k4], j3 + _DX[k4]
+                        if east_zero:
+                            f[i3, j3] = -nbd
+                        elif f[i3, j3] == 1:
+                            f[i3, j3] = nbd
+                        if i4 == i and j4 == j and i3 == i1 and j3 == j1:
+                            break
+                        i2, j2 = i3, j3
+                        i3, j3 = i4, j4
+                        if npts >= pts.shape[0]:
+                            break
+                meta[nb_count, 0] = s0
+                meta[nb_count, 1] = npts - s0
+                meta[nb_count, 2] = 1 if hole else 0
+                meta[nb_count, 3] = parent[nbd]
+                meta[nb_count, 4] = nbd
+                nb_count += 1
+            fij = f[i, j]
+            if fij != 1:
+                lnbd = abs(fij)
+    return nb_count, npts
