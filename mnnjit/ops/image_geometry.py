@@ -10,6 +10,7 @@ Warps (attrs ``M``: the inverse map dst->src as a flat tuple, ``size``, ``interp
 """
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -253,8 +254,30 @@ def _sample(x: np.ndarray, yi: np.ndarray, xi: np.ndarray, border: int, value: t
     return out
 
 
+@functools.lru_cache(maxsize=4)
+def remap_int_table(interp: int) -> np.ndarray:
+    """OpenCV's 15-bit 2-D interpolation table for 1/32-pixel fractions: [32*32, ks*ks] int64, each row
+    rounded from the float products and corrected to sum to 2^15 at its largest/smallest central weight."""
+    ks = 4 if interp == INTER_CUBIC else 8
+    f = np.arange(32, dtype=np.float32) / np.float32(32)
+    k1 = _cubic_coeffs(f) if ks == 4 else _lanczos_coeffs(f)
+    tab = (k1[:, None, :, None] * k1[None, :, None, :]).astype(np.float32)  # [fy, fx, ky, kx]
+    itab = np.clip(np.rint(tab.astype(np.float64) * 32768), -32768, 32767).astype(np.int64).reshape(1024, ks, ks)
+    c = ks // 2
+    for row in itab:  # a 1024-entry table, built once
+        diff = int(row.sum()) - 32768
+        if diff:
+            blk = row[c:c + 2, c:c + 2]
+            if diff < 0:
+                a, b = np.unravel_index(int(np.argmax(blk)), blk.shape)
+            else:
+                a, b = np.unravel_index(int(np.argmin(blk)), blk.shape)
+            row[c + a, c + b] -= diff
+    return itab.reshape(1024, ks * ks)
+
+
 def remap_ref(x: np.ndarray, mx: np.ndarray, my: np.ndarray, interp: int, border: int,
-              value: tuple) -> np.ndarray:
+              value: tuple, fixed: tuple | None = None) -> np.ndarray:
     """Sample ``x`` at float coordinates (mx, my) as cv2.remap does: nearest rounds, bilinear lerps in
     float32 (OpenCV 5's warp kernels), cubic/Lanczos use 1/32-pixel tables with 15-bit uint8 weights."""
     if interp == INTER_NEAREST:
@@ -269,8 +292,11 @@ def remap_ref(x: np.ndarray, mx: np.ndarray, my: np.ndarray, interp: int, border
         off = 1 if interp == INTER_CUBIC else 3
     else:
         ks, off = 2, 0
-    ix = np.rint(mx.astype(np.float64) * 32).astype(np.int64)
-    iy = np.rint(my.astype(np.float64) * 32).astype(np.int64)
+    if fixed is not None:  # coordinates already in 1/32 pixels (warpAffine's fixed-point mapping)
+        ix, iy = fixed
+    else:
+        ix = np.rint(mx.astype(np.float64) * 32).astype(np.int64)
+        iy = np.rint(my.astype(np.float64) * 32).astype(np.int64)
     x0, y0 = ix >> 5, iy >> 5
     fx = (ix & 31).astype(np.float32) / 32
     fy = (iy & 31).astype(np.float32) / 32
@@ -282,15 +308,15 @@ def remap_ref(x: np.ndarray, mx: np.ndarray, my: np.ndarray, interp: int, border
     else:
         wx, wy = _lanczos_coeffs(fx), _lanczos_coeffs(fy)
     if x.dtype == np.uint8:
-        # 15-bit weights (INTER_REMAP_COEF_BITS), rounded as OpenCV's table
-        wts = np.rint(wy[..., :, None] * wx[..., None, :] * 32768).astype(np.int64)
-        acc = np.zeros(mx.shape + (x.shape[2],), np.int64)
+        # 15-bit weights (INTER_REMAP_COEF_BITS) from OpenCV's corrected table
+        wts = remap_int_table(interp)[(iy & 31) * 32 + (ix & 31)].reshape(ix.shape + (ks, ks))
+        acc = np.zeros(ix.shape + (x.shape[2],), np.int64)
         for a in range(ks):
             for b in range(ks):
                 s = _sample(x, y0 - off + a, x0 - off + b, border, value).astype(np.int64)
                 acc += s * wts[..., a, b, None]
         return np.clip((acc + (1 << 14)) >> 15, 0, 255).astype(np.uint8)
-    acc = np.zeros(mx.shape + (x.shape[2],), np.float32)
+    acc = np.zeros(ix.shape + (x.shape[2],), np.float32)
     for a in range(ks):
         for b in range(ks):
             s = _sample(x, y0 - off + a, x0 - off + b, border, value)
@@ -315,6 +341,25 @@ def bilinear_float(x: np.ndarray, mx: np.ndarray, my: np.ndarray, border: int, v
     v0 = p00 + ax * (p01 - p00)
     v1 = p10 + ax * (p11 - p10)
     return v0 + ay * (v1 - v0)
+
+
+def cubic_float(x: np.ndarray, mx: np.ndarray, my: np.ndarray, border: int, value: tuple) -> np.ndarray:
+    """Bicubic sampling in float32 with unquantised fractions, rows first (OpenCV 5's warp kernels)."""
+    mx = mx.astype(np.float32)
+    my = my.astype(np.float32)
+    x0 = np.floor(mx)
+    y0 = np.floor(my)
+    wx = _cubic_coeffs((mx - x0).astype(np.float32))
+    wy = _cubic_coeffs((my - y0).astype(np.float32))
+    x0 = x0.astype(np.int64)
+    y0 = y0.astype(np.int64)
+    acc = np.zeros(mx.shape + (x.shape[2],), np.float32)
+    for a in range(4):
+        row = np.zeros_like(acc)
+        for b in range(4):
+            row += _sample(x, y0 - 1 + a, x0 - 1 + b, border, value) * wx[..., b, None]
+        acc += row * wy[..., a, None]
+    return acc
 
 
 def affine_maps(M: tuple, oh: int, ow: int) -> tuple[np.ndarray, np.ndarray]:
@@ -353,14 +398,33 @@ def _warp_affine_op(xs, attrs):
     x = xs[0]
     oh, ow = attrs["size"]
     interp, border, value = attrs["interp"], attrs["border"], attrs["value"]
+    if interp == INTER_LANCZOS4:  # OpenCV's fixed-point warpAffine path
+        return remap_ref(x, None, None, interp, border, value, affine_fixed(attrs["M"], oh, ow))
     mx, my = _clamp_maps(*affine_maps(attrs["M"], oh, ow))
+    if interp == INTER_CUBIC:
+        return _cast_out(cubic_float(x, mx, my, border, value), x.dtype)
     return remap_ref(x, mx, my, interp, border, value)
+
+
+def affine_fixed(M: tuple, oh: int, ow: int) -> tuple[np.ndarray, np.ndarray]:
+    """warpAffine's source coordinates in 1/32 pixels for cubic/Lanczos (OpenCV's fixed-point path): row and
+    column terms rounded to 1/1024 pixel separately, plus half a 1/32 step, then shifted down."""
+    m = np.asarray(M, np.float64)
+    xs = np.arange(ow, dtype=np.float64)
+    ys = np.arange(oh, dtype=np.float64)[:, None]
+    ax = np.rint(m[0] * xs * 1024).astype(np.int64)
+    ay = np.rint(m[3] * xs * 1024).astype(np.int64)
+    x0 = np.rint((m[1] * ys + m[2]) * 1024).astype(np.int64)
+    y0 = np.rint((m[4] * ys + m[5]) * 1024).astype(np.int64)
+    return (x0 + ax + 16) >> 5, (y0 + ay + 16) >> 5
 
 
 def _warp_perspective_op(xs, attrs):
     x = xs[0]
     oh, ow = attrs["size"]
     mx, my = _clamp_maps(*perspective_maps(attrs["M"], oh, ow))
+    if attrs["interp"] == INTER_CUBIC:
+        return _cast_out(cubic_float(x, mx, my, attrs["border"], attrs["value"]), x.dtype)
     return remap_ref(x, mx, my, attrs["interp"], attrs["border"], attrs["value"])
 
 

@@ -186,7 +186,7 @@ MNN_TO_CV_BORDER = {0: cv2.BORDER_CONSTANT, 1: cv2.BORDER_REFLECT_101, 2: cv2.BO
 
 
 @settings(max_examples=25, deadline=None)
-@given(angle=st.floats(-180, 180), scale=st.floats(0.5, 1.5), interp=st.sampled_from([0, 1]),
+@given(angle=st.floats(-180, 180), scale=st.floats(0.5, 1.5), interp=st.sampled_from([0, 1, 2, 4]),
        border=st.sampled_from([0, 1, 2]), seed=st.integers(0, 50))
 def test_warp_affine_matches_opencv(angle, scale, interp, border, seed):
     x = rand_img(np.random.default_rng(seed), 30, 41)
