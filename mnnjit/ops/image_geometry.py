@@ -164,7 +164,7 @@ def resize_ref(x: np.ndarray, oh: int, ow: int, interp: int, sy: float, sx: floa
         if interp == INTER_NEAREST:
             yi = np.minimum(np.floor(np.arange(oh) * sy).astype(np.int64), h - 1)
             xi = np.minimum(np.floor(np.arange(ow) * sx).astype(np.int64), w - 1)
-        else:
+        else:  # pixel-centre nearest (OpenCV's bit-exact variant may pick the neighbour at exact ties)
             yi = np.minimum(np.floor((np.arange(oh) + 0.5) * sy).astype(np.int64), h - 1)
             xi = np.minimum(np.floor((np.arange(ow) + 0.5) * sx).astype(np.int64), w - 1)
         return x[yi][:, xi]

@@ -243,3 +243,11 @@ def test_flip_rotate_rectsubpix():
         assert np.array_equal(arr(cv.rotate(image_var(x), mode)), cv2.rotate(x, mode))
     got = arr(cv.getRectSubPix(image_var(x), (3, 4), (4.5, 3.25)))
     assert maxdiff(got, cv2.getRectSubPix(x, (3, 4), (4.5, 3.25))) <= 1
+
+
+@pytest.mark.parametrize("fwd,inv", [(50, 58), (51, 59), (76, 80), (77, 81), (44, 56), (45, 57)])
+def test_cvtcolor_lab_luv_round_trip(fwd, inv):
+    """Inverse Lab/Luv conversions of in-gamut data (what a forward conversion produces) within 2 of OpenCV."""
+    x = rand_img(np.random.default_rng(fwd), 24, 30)
+    src = cv2.cvtColor(x, fwd)
+    assert maxdiff(cv.cvtColor(image_var(src), inv), cv2.cvtColor(src, inv)) <= 2
