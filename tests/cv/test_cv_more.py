@@ -207,3 +207,59 @@ def test_find_contours_matches_opencv(seed):
             assert hier == "no hierarchy" and len(cs) == len(ref)
             for a, b in zip(cs, ref):
                 assert np.array_equal(np.asarray(a), b)
+
+
+def test_core_functions_match_opencv():
+    rng = np.random.default_rng(0)
+    x = rng.integers(0, 256, (20, 30, 3)).astype(np.uint8)
+    y = rng.integers(0, 256, (20, 30, 3)).astype(np.uint8)
+    f = x.astype(np.float32)
+    assert maxdiff(cv.normalize(image_var(f), None, 0, 1, cv.NORM_MINMAX), cv2.normalize(f, None, 0, 1,
+                                                                                         cv2.NORM_MINMAX)) < 1e-6
+    assert maxdiff(cv.normalize(image_var(f), None, 1, 0, cv.NORM_L2), cv2.normalize(f, None, 1, 0, cv2.NORM_L2)) < 1e-6
+    assert maxdiff(cv.normalize(image_var(x), None, 10, 200, cv.NORM_MINMAX),
+                   cv2.normalize(x, None, 10, 200, cv2.NORM_MINMAX)) <= 1
+    w1 = rng.random((20, 30)).astype(np.float32)
+    w2 = rng.random((20, 30)).astype(np.float32)
+    assert maxdiff(cv.blendLinear(image_var(x), image_var(y), w1, w2), cv2.blendLinear(x, y, w1, w2)) <= 1
+    m = (rng.random((20, 30)) > 0.5).astype(np.uint8)
+    assert np.array_equal(np.asarray(cv.copyTo(image_var(x), image_var(m))), cv2.copyTo(x, m))
+    assert np.array_equal(np.asarray(cv.bitwise_and(image_var(x), image_var(y), None, image_var(m))),
+                          cv2.bitwise_and(x, y, mask=m))
+    assert np.allclose(np.asarray(cv.mean(image_var(x), image_var(m))), cv2.mean(x, m), atol=1e-3)
+    A, b = rng.random((3, 3)), rng.random((3, 1))
+    ok, sol = cv.solve(A, b)
+    assert ok and maxdiff(sol, cv2.solve(A, b)[1]) < 1e-5
+    mx = rng.uniform(0, 29, (10, 12)).astype(np.float32)
+    my = rng.uniform(0, 19, (10, 12)).astype(np.float32)
+    m1, m2 = cv.convertMaps(mx, my, 11)
+    r1, r2 = cv2.convertMaps(mx, my, cv2.CV_16SC2)
+    assert np.array_equal(np.asarray(m1), r1) and np.array_equal(np.asarray(m2), r2)
+    assert maxdiff(cv.getRectSubPix(image_var(x), (5, 4), (10.3, 7.6)), cv2.getRectSubPix(x, (5, 4), (10.3, 7.6))) <= 1
+
+
+def test_imageprocess_convert_into_tensor_like():
+    from mnnjit.imageprocess import CVImageProcess, CVMatrix
+
+    class FakeTensor:
+        def __init__(self):
+            self.data = None
+
+        def getShape(self):
+            return (1, 3, 8, 10)
+
+        def getDimensionType(self):
+            return 1  # CAFFE: NCHW
+
+        def fromNumpy(self, arr):
+            self.data = arr
+
+    img = np.random.default_rng(3).integers(0, 256, (16, 20, 3)).astype(np.uint8)
+    p = CVImageProcess({"sourceFormat": 2, "destFormat": 2, "filterType": 1})
+    m = CVMatrix()
+    m.setScale(2.0, 2.0)  # destination (10 x 8) -> source (20 x 16)
+    p.setMatrix(m)
+    t = FakeTensor()
+    p.convert(img.ravel().tolist(), 20, 16, 0, t)
+    assert t.data.shape == (1, 3, 8, 10)
+    assert np.allclose(t.data[0].transpose(1, 2, 0), img[::2, ::2])
