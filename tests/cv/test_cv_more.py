@@ -153,7 +153,7 @@ def test_cvmatrix_and_imageprocess():
 
 
 @pytest.mark.parametrize("case", ["resize", "resize_f32", "gray", "swap", "swap4", "bgra", "warp", "warp_rep",
-                                  "gauss", "sobel", "blur"])
+                                  "gauss", "sobel", "blur", "f2d", "f2d_f32", "erode", "dilate_const", "dilate_refl"])
 def test_kernels_equal_reference(case):
     """Each hand-written Numba kernel returns exactly what its op's numpy reference returns."""
     from mnnjit.backends.cpu import kernels_cv
@@ -178,12 +178,23 @@ def test_kernels_equal_reference(case):
                                       "delta": 0.0, "dtype": np.dtype(np.float32)}),
         "blur": ("sep_filter", [x], {"kx": (1 / 3,) * 3, "ky": (1 / 5,) * 5, "anchor": (1, 2), "border": 0,
                                      "delta": 0.0, "dtype": np.dtype(np.uint8)}),
+        "f2d": ("filter2d", [x], {"kernel": ((0.5, -1.0, 0.25), (2.0, 0.0, 1.0)), "anchor": (1, 0), "border": 4,
+                                  "delta": 3.0, "dtype": np.dtype(np.uint8)}),
+        "f2d_f32": ("filter2d", [x.astype(np.float32)], {"kernel": ((0.5, -1.0, 0.25), (2.0, 0.0, 1.0)),
+                                                         "anchor": (2, 1), "border": 0, "delta": 0.0,
+                                                         "dtype": np.dtype(np.float32)}),
+        "erode": ("morphology", [x], {"kernel": ((0, 1, 0), (1, 1, 1), (0, 1, 0)), "anchor": (1, 1), "op": "erode",
+                                      "iterations": 2, "border": 0, "value": None}),
+        "dilate_const": ("morphology", [x], {"kernel": ((1, 1, 1, 1, 1),), "anchor": (2, 0), "op": "dilate",
+                                             "iterations": 1, "border": 0, "value": 200.0}),
+        "dilate_refl": ("morphology", [x], {"kernel": ((1, 0), (1, 1), (0, 1)), "anchor": (0, 1), "op": "dilate",
+                                            "iterations": 1, "border": 2, "value": None}),
     }[case]
     inputs = [np.ascontiguousarray(i) for i in inputs]
     got = getattr(kernels_cv, op)(inputs, attrs)
     ref = registry.get(op).ref(inputs, attrs)
     assert got.shape == ref.shape and got.dtype == ref.dtype
-    if case == "blur":  # float32 vs float64 accumulation of 1/3 and 1/5 taps
+    if case in ("blur", "f2d"):  # float32 vs float64 accumulation
         assert np.abs(got.astype(int) - ref).max() <= 1
     elif ref.dtype == np.float32:
         assert np.allclose(got, ref, rtol=1e-5, atol=1e-3)

@@ -591,3 +591,133 @@ def suzuki_borders(f, pts, meta):
             if fij != 1:
                 lnbd = abs(fij)
     return nb_count, npts
+
+
+# ----------------------------------------------------------------------------- 2-D filters and morphology
+@nb.njit(**_SERIAL)
+def _fill_row(srow, xidx, lead, w, c, fill, row):
+    """Padded row of one source row: positions [lead, lead + w) copy the source, the others follow ``xidx``
+    (-1: ``fill``)."""
+    wc = w * c
+    mid = row[lead * c:]
+    for i in range(wc):
+        mid[i] = srow[i]
+    for j in range(xidx.shape[0]):
+        if j < lead or j >= lead + w:
+            sx = xidx[j]
+            for k in range(c):
+                row[j * c + k] = srow[sx * c + k] if sx >= 0 else fill
+
+
+@nb.njit(**_SERIAL)
+def _filter2d_rows(src, xidx, lead, yidx, kern, c, delta, u8out, out, y0, y1):
+    """Rows [y0, y1) of a 2-D correlation in float32 (src [h, w*c], out [h, w*c], kern [kh, kw])."""
+    wc = out.shape[1]
+    w = wc // c
+    kh, kw = kern.shape
+    wp = xidx.shape[0]
+    rows = np.empty((kh, wp * c), np.float32)
+    acc = np.empty(wc, np.float32)
+    for y in range(y0, y1):
+        for i in range(kh):
+            sy = yidx[y + i]
+            if sy < 0:
+                rows[i, :] = 0
+            else:
+                _fill_row(src[sy], xidx, lead, w, c, np.float32(0), rows[i])
+        acc[:] = delta
+        for i in range(kh):
+            r = rows[i]
+            for j in range(kw):
+                kv = kern[i, j]
+                if kv != 0:
+                    sub = r[j * c:]
+                    for q in range(wc):
+                        acc[q] += kv * sub[q]
+        orow = out[y]
+        if u8out:
+            for q in range(wc):
+                orow[q] = min(max(np.rint(acc[q]), np.float32(0)), np.float32(255))
+        else:
+            for q in range(wc):
+                orow[q] = acc[q]
+
+
+def filter2d(x: np.ndarray, kernel, anchor, border: int, delta: float, dtype: np.dtype) -> np.ndarray:
+    """2-D correlation of uint8/float32 HWC data (float32 accumulation)."""
+    from ...ops.image_geometry import border_index
+    h, w, c = x.shape
+    k = np.asarray(kernel, np.float32)
+    kh, kw = k.shape
+    ax, ay = anchor
+    xidx = border_index(np.arange(-ax, w + kw - 1 - ax), w, border).astype(np.int64)
+    yidx = border_index(np.arange(-ay, h + kh - 1 - ay), h, border).astype(np.int64)
+    res = np.empty((h, w, c), dtype)
+    out = res.reshape(h, w * c)
+    src = np.ascontiguousarray(x).reshape(h, w * c)
+    run_rows(_filter2d_rows, (src, xidx, ax, yidx, k, c, np.float32(delta), dtype == np.uint8, out), h,
+             n_chunks(x.size * int((k != 0).sum()), 1 << 24))
+    return res
+
+
+@nb.njit(**_SERIAL)
+def _morph_rows(src, xidx, lead, yidx, mask, c, erode, fill, out, y0, y1):
+    """Rows [y0, y1) of erosion (min) or dilation (max) over the taps where ``mask`` is set."""
+    wc = out.shape[1]
+    w = wc // c
+    kh, kw = mask.shape
+    wp = xidx.shape[0]
+    rows = np.empty((kh, wp * c), src.dtype)
+    acc = np.empty(wc, src.dtype)
+    for y in range(y0, y1):
+        for i in range(kh):
+            sy = yidx[y + i]
+            if sy < 0:
+                rows[i, :] = fill
+            else:
+                _fill_row(src[sy], xidx, lead, w, c, fill, rows[i])
+        first = True
+        for i in range(kh):
+            r = rows[i]
+            for j in range(kw):
+                if mask[i, j]:
+                    sub = r[j * c:]
+                    if first:
+                        for q in range(wc):
+                            acc[q] = sub[q]
+                        first = False
+                    elif erode:
+                        for q in range(wc):
+                            acc[q] = min(acc[q], sub[q])
+                    else:
+                        for q in range(wc):
+                            acc[q] = max(acc[q], sub[q])
+        out[y, :] = acc
+
+
+def morphology(x: np.ndarray, kernel, anchor, op: str, iterations: int, border: int, value) -> np.ndarray:
+    """erode / dilate of HWC data with a 0/1 structuring element (BORDER_CONSTANT pads with ``value`` or the
+    neutral element)."""
+    from ...ops.image_geometry import CV_BORDER_CONSTANT, border_index
+    h, w, c = x.shape
+    mask = np.asarray(kernel) != 0
+    kh, kw = mask.shape
+    ax, ay = anchor
+    erode = op == "erode"
+    if x.dtype.kind == "f":
+        neutral = np.inf if erode else -np.inf
+    else:
+        info = np.iinfo(x.dtype)
+        neutral = info.max if erode else info.min
+    fill = x.dtype.type(neutral if value is None or border != CV_BORDER_CONSTANT else value)
+    xidx = border_index(np.arange(-ax, w + kw - 1 - ax), w, border).astype(np.int64)
+    yidx = border_index(np.arange(-ay, h + kh - 1 - ay), h, border).astype(np.int64)
+    cur = np.ascontiguousarray(x).reshape(h, w * c)
+    if not mask.any():
+        return np.array(x)
+    for _ in range(max(int(iterations), 1)):
+        nxt = np.empty_like(cur)
+        run_rows(_morph_rows, (cur, xidx, ax, yidx, mask, c, erode, fill, nxt), h,
+                 n_chunks(x.size * int(mask.sum()), 1 << 25))
+        cur = nxt
+    return cur.reshape(h, w, c)

@@ -61,3 +61,23 @@ def sep_filter(inputs, attrs):
         return K.sep_filter_u8(x, attrs["kx"], attrs["ky"], attrs["anchor"], attrs["border"], attrs["delta"], dt,
                                attrs.get("fixed", False))
     return _ref("sep_filter", inputs, attrs)
+
+
+@cpu_kernel("filter2d", min_size=1 << 15)
+def filter2d(inputs, attrs):
+    """2-D correlation of uint8/float32 images with float32 accumulation."""
+    x = inputs[0]
+    dt = np.dtype(attrs["dtype"])
+    if x.dtype in (np.uint8, np.float32) and dt in (np.uint8, np.float32):
+        return K.filter2d(x, attrs["kernel"], attrs["anchor"], attrs["border"], attrs["delta"], dt)
+    return _ref("filter2d", inputs, attrs)
+
+
+@cpu_kernel("morphology", min_size=1 << 15)
+def morphology(inputs, attrs):
+    """erode / dilate."""
+    x = inputs[0]
+    if x.dtype in (np.uint8, np.float32, np.int32):
+        return K.morphology(x, attrs["kernel"], attrs["anchor"], attrs["op"], attrs["iterations"], attrs["border"],
+                            attrs["value"])
+    return _ref("morphology", inputs, attrs)
