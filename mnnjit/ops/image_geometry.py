@@ -375,17 +375,23 @@ def affine_maps(M: tuple, oh: int, ow: int) -> tuple[np.ndarray, np.ndarray]:
 def perspective_maps(M: tuple, oh: int, ow: int) -> tuple[np.ndarray, np.ndarray]:
     """Source coordinates under the inverse homography M (3x3, flat)."""
     m = np.asarray(M, np.float64).reshape(3, 3)
-    ys, xs = np.mgrid[0:oh, 0:ow].astype(np.float64)
-    wv = m[2, 0] * xs + m[2, 1] * ys + m[2, 2]
-    wv = np.where(wv != 0, 1.0 / np.where(wv != 0, wv, 1), 0)
-    mx = (m[0, 0] * xs + m[0, 1] * ys + m[0, 2]) * wv
-    my = (m[1, 0] * xs + m[1, 1] * ys + m[1, 2]) * wv
+    xs = np.arange(ow, dtype=np.float32)[None, :]
+    ys = np.arange(oh, dtype=np.float64)[:, None]
+    with np.errstate(all="ignore"):  # float32 as OpenCV 5's warp kernels
+        wv = np.float32(m[2, 0]) * xs + (ys * m[2, 1] + m[2, 2]).astype(np.float32)
+        mx = (np.float32(m[0, 0]) * xs + (ys * m[0, 1] + m[0, 2]).astype(np.float32)) / wv
+        my = (np.float32(m[1, 0]) * xs + (ys * m[1, 1] + m[1, 2]).astype(np.float32)) / wv
     return mx, my
 
 
 def _clamp_maps(mx, my):
-    big = float(np.iinfo(np.int32).max // 64)
-    return np.clip(mx, -big, big).astype(mx.dtype), np.clip(my, -big, big).astype(my.dtype)
+    """Coordinates that are not finite or beyond 1e8 pixels become (-10, -10), as the Numba kernels do."""
+    with np.errstate(invalid="ignore"):
+        bad = ~((np.abs(mx) < 1e8) & (np.abs(my) < 1e8))
+    if bad.any():
+        mx = np.where(bad, -10, mx).astype(mx.dtype)
+        my = np.where(bad, -10, my).astype(my.dtype)
+    return mx, my
 
 
 def _warp_infer(inputs, attrs):

@@ -153,7 +153,8 @@ def test_cvmatrix_and_imageprocess():
 
 
 @pytest.mark.parametrize("case", ["resize", "resize_f32", "gray", "swap", "swap4", "bgra", "warp", "warp_rep",
-                                  "gauss", "sobel", "blur", "f2d", "f2d_f32", "erode", "dilate_const", "dilate_refl"])
+                                  "gauss", "sobel", "blur", "f2d", "f2d_f32", "erode", "dilate_const", "dilate_refl",
+                                  "persp", "persp_rep", "remap", "remap_rep"])
 def test_kernels_equal_reference(case):
     """Each hand-written Numba kernel returns exactly what its op's numpy reference returns."""
     from mnnjit.backends.cpu import kernels_cv
@@ -161,6 +162,9 @@ def test_kernels_equal_reference(case):
     rng = np.random.default_rng(7)
     x = rng.integers(0, 256, (123, 157, 3)).astype(np.uint8)
     M = tuple(cv2.invertAffineTransform(cv2.getRotationMatrix2D((70, 60), 25, 0.9)).ravel())
+    P = tuple(np.linalg.inv(np.array([[1.1, 0.1, -3], [0.05, 0.9, 2], [0.001, 0.0005, 1]])).ravel())
+    mx = rng.uniform(-5, 160, (90, 100)).astype(np.float32)
+    my = rng.uniform(-5, 130, (90, 100)).astype(np.float32)
     op, inputs, attrs = {
         "resize": ("resize_image", [x], {"size": (50, 61), "interp": 1, "scale": (123 / 50, 157 / 61)}),
         "resize_f32": ("resize_image", [x.astype(np.float32)], {"size": (200, 90), "interp": 1,
@@ -189,6 +193,10 @@ def test_kernels_equal_reference(case):
                                              "iterations": 1, "border": 0, "value": 200.0}),
         "dilate_refl": ("morphology", [x], {"kernel": ((1, 0), (1, 1), (0, 1)), "anchor": (0, 1), "op": "dilate",
                                             "iterations": 1, "border": 2, "value": None}),
+        "persp": ("warp_perspective", [x], {"M": P, "size": (111, 140), "interp": 1, "border": 0, "value": (9,)}),
+        "persp_rep": ("warp_perspective", [x], {"M": P, "size": (111, 140), "interp": 1, "border": 1, "value": (0,)}),
+        "remap": ("remap", [x, mx, my], {"interp": 1, "border": 0, "value": (1, 2, 3)}),
+        "remap_rep": ("remap", [x, mx, my], {"interp": 1, "border": 1, "value": (0,)}),
     }[case]
     inputs = [np.ascontiguousarray(i) for i in inputs]
     got = getattr(kernels_cv, op)(inputs, attrs)

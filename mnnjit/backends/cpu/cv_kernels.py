@@ -721,3 +721,107 @@ def morphology(x: np.ndarray, kernel, anchor, op: str, iterations: int, border: 
                  n_chunks(x.size * int(mask.sum()), 1 << 25))
         cur = nxt
     return cur.reshape(h, w, c)
+
+
+# ----------------------------------------------------------------------------- warpPerspective / remap (bilinear)
+@nb.njit(**_SERIAL)
+def _lerp_row(src, c, fx, fy, replicate, bval, orow):
+    """One output row of bilinear sampling at float32 coordinates (fx[x], fy[x]) (OpenCV 5's float path)."""
+    h = src.shape[0]
+    w = src.shape[1] // c
+    ow = fx.shape[0]
+    stride = src.shape[1]
+    flat = src.reshape(-1)
+    for x in range(ow):
+        X = fx[x]
+        Y = fy[x]
+        if not (-1e8 < X < 1e8 and -1e8 < Y < 1e8):
+            X = np.float32(-10.0)
+            Y = np.float32(-10.0)
+        xf = np.floor(X)
+        yf = np.floor(Y)
+        ax = X - xf
+        ay = Y - yf
+        x0 = np.int64(xf)
+        y0 = np.int64(yf)
+        o = x * c
+        if x0 >= 0 and y0 >= 0 and x0 + 1 < w and y0 + 1 < h:
+            p = np.uint64(y0) * np.uint64(stride) + np.uint64(x0) * np.uint64(c)
+            q = p + np.uint64(stride)
+            for k in range(c):
+                uk = np.uint64(k)
+                p00 = np.float32(flat[p + uk])
+                p01 = np.float32(flat[p + uk + np.uint64(c)])
+                p10 = np.float32(flat[q + uk])
+                p11 = np.float32(flat[q + uk + np.uint64(c)])
+                v0 = p00 + ax * (p01 - p00)
+                v1 = p10 + ax * (p11 - p10)
+                orow[o + k] = np.uint8(np.rint(v0 + ay * (v1 - v0)))
+        elif not replicate and (x0 < -1 or y0 < -1 or x0 >= w or y0 >= h):
+            for k in range(c):
+                orow[o + k] = np.uint8(bval[k])
+        else:
+            for k in range(c):
+                p00 = _px2(src, c, y0, x0, k, replicate, bval[k])
+                p01 = _px2(src, c, y0, x0 + 1, k, replicate, bval[k])
+                p10 = _px2(src, c, y0 + 1, x0, k, replicate, bval[k])
+                p11 = _px2(src, c, y0 + 1, x0 + 1, k, replicate, bval[k])
+                v0 = p00 + ax * (p01 - p00)
+                v1 = p10 + ax * (p11 - p10)
+                v = np.rint(v0 + ay * (v1 - v0))
+                orow[o + k] = np.uint8(min(max(v, np.float32(0)), np.float32(255)))
+
+
+@nb.njit(**_SERIAL)
+def _persp_rows(src, c, m, rowx, rowy, roww, replicate, bval, out, y0, y1):
+    ow = out.shape[1] // c
+    fx = np.empty(ow, np.float32)
+    fy = np.empty(ow, np.float32)
+    m0 = np.float32(m[0])
+    m3 = np.float32(m[3])
+    m6 = np.float32(m[6])
+    for y in range(y0, y1):
+        for x in range(ow):
+            xx = np.float32(x)
+            wv = m6 * xx + roww[y]
+            fx[x] = (m0 * xx + rowx[y]) / wv
+            fy[x] = (m3 * xx + rowy[y]) / wv
+        _lerp_row(src, c, fx, fy, replicate, bval, out[y])
+
+
+@nb.njit(**_SERIAL)
+def _remap_rows(src, c, mapx, mapy, replicate, bval, out, y0, y1):
+    for y in range(y0, y1):
+        _lerp_row(src, c, mapx[y], mapy[y], replicate, bval, out[y])
+
+
+def _bval(value, c):
+    b = np.array((list(value) + [0.0] * 4)[:max(c, 4)], np.float64)
+    return np.clip(np.rint(b), 0, 255).astype(np.float32)
+
+
+def warp_perspective_linear_u8(x: np.ndarray, M: tuple, oh: int, ow: int, border: int, value: tuple) -> np.ndarray:
+    """Bilinear warpPerspective of uint8 HWC data with the inverse homography M (float32 coordinates)."""
+    m = np.asarray(M, np.float64)
+    ys = np.arange(oh, dtype=np.float64)
+    rowx = (ys * m[1] + m[2]).astype(np.float32)
+    rowy = (ys * m[4] + m[5]).astype(np.float32)
+    roww = (ys * m[7] + m[8]).astype(np.float32)
+    h, w, c = x.shape
+    res = np.empty((oh, ow, c), np.uint8)
+    args = (np.ascontiguousarray(x).reshape(h, w * c), c, m, rowx, rowy, roww, border == CV_BORDER_REPLICATE,
+            _bval(value, c), res.reshape(oh, ow * c))
+    run_rows(_persp_rows, args, oh, n_chunks(oh * ow * c * 4, 1 << 21))
+    return res
+
+
+def remap_linear_u8(x: np.ndarray, mx: np.ndarray, my: np.ndarray, border: int, value: tuple) -> np.ndarray:
+    """Bilinear remap of uint8 HWC data at float32 maps."""
+    h, w, c = x.shape
+    oh, ow = mx.shape
+    res = np.empty((oh, ow, c), np.uint8)
+    args = (np.ascontiguousarray(x).reshape(h, w * c), c, np.ascontiguousarray(mx, np.float32),
+            np.ascontiguousarray(my, np.float32), border == CV_BORDER_REPLICATE, _bval(value, c),
+            res.reshape(oh, ow * c))
+    run_rows(_remap_rows, args, oh, n_chunks(oh * ow * c * 4, 1 << 21))
+    return res

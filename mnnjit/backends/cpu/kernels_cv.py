@@ -81,3 +81,24 @@ def morphology(inputs, attrs):
         return K.morphology(x, attrs["kernel"], attrs["anchor"], attrs["op"], attrs["iterations"], attrs["border"],
                             attrs["value"])
     return _ref("morphology", inputs, attrs)
+
+
+@cpu_kernel("warp_perspective", min_size=1 << 15)
+def warp_perspective(inputs, attrs):
+    """Bilinear warpPerspective of uint8 images with constant or replicated borders."""
+    x = inputs[0]
+    if attrs["interp"] == INTER_LINEAR and x.dtype == np.uint8 and \
+            attrs["border"] in (CV_BORDER_CONSTANT, CV_BORDER_REPLICATE):
+        oh, ow = attrs["size"]
+        return K.warp_perspective_linear_u8(x, attrs["M"], oh, ow, attrs["border"], attrs["value"])
+    return _ref("warp_perspective", inputs, attrs)
+
+
+@cpu_kernel("remap", min_size=1 << 15)
+def remap(inputs, attrs):
+    """Bilinear remap of uint8 images with constant or replicated borders."""
+    x, mx, my = inputs
+    if attrs["interp"] == INTER_LINEAR and x.dtype == np.uint8 and \
+            attrs["border"] in (CV_BORDER_CONSTANT, CV_BORDER_REPLICATE):
+        return K.remap_linear_u8(x, mx, my, attrs["border"], attrs["value"])
+    return _ref("remap", inputs, attrs)
