@@ -157,9 +157,9 @@ def _cast_out(v: np.ndarray, dtype: np.dtype) -> np.ndarray:
     return v.astype(dtype)
 
 
-def resize_ref(x: np.ndarray, oh: int, ow: int, interp: int, sy: float, sx: float) -> np.ndarray:
-    """cv2.resize of an HWC image to (oh, ow) with source/destination scales (sy, sx) (numpy reference)."""
-    h, w = x.shape[:2]
+def resize_plan(h: int, w: int, oh: int, ow: int, interp: int, sy: float, sx: float, dtype: np.dtype) -> tuple:
+    """How cv2.resize computes this case: ("nearest", yi, xi), ("area_int", isy, isx), ("linear_u8", taps),
+    ("int_taps", yi, by, xi, ax) with 11-bit integer weights, or ("float_taps", yi, yw, xi, xw)."""
     if interp in (INTER_NEAREST, INTER_NEAREST_EXACT):
         if interp == INTER_NEAREST:
             yi = np.minimum(np.floor(np.arange(oh) * sy).astype(np.int64), h - 1)
@@ -167,38 +167,53 @@ def resize_ref(x: np.ndarray, oh: int, ow: int, interp: int, sy: float, sx: floa
         else:  # pixel-centre nearest (OpenCV's bit-exact variant may pick the neighbour at exact ties)
             yi = np.minimum(np.floor((np.arange(oh) + 0.5) * sy).astype(np.int64), h - 1)
             xi = np.minimum(np.floor((np.arange(ow) + 0.5) * sx).astype(np.int64), w - 1)
-        return x[yi][:, xi]
+        return ("nearest", yi, xi)
+    u8 = np.dtype(dtype) == np.uint8
     if interp == INTER_AREA:
         isx, isy = round(sx), round(sy)
-        if sx >= 1 and sy >= 1 and abs(sx - isx) < 1e-9 and abs(sy - isy) < 1e-9 and x.dtype == np.uint8:
-            c = x.shape[2]
-            blk = x[: oh * isy, : ow * isx].reshape(oh, isy, ow, isx, c).astype(np.int32).sum((1, 3))
-            if isx * isy == 4:  # OpenCV's 2x2 fast path: (sum + 2) >> 2
-                return ((blk + 2) >> 2).astype(np.uint8)
-            return _cast_out(blk.astype(np.float32) * np.float32(1.0 / (isx * isy)), x.dtype)
+        if sx >= 1 and sy >= 1 and abs(sx - isx) < 1e-9 and abs(sy - isy) < 1e-9 and u8:
+            return ("area_int", isy, isx)
         if sx >= 1 and sy >= 1:
-            yi, yw = area_taps(h, oh, sy)
-            xi, xw = area_taps(w, ow, sx)
-            return _cast_out(_apply_taps(_apply_taps(x, yi, yw, 0), xi, xw, 1), x.dtype)
+            return ("float_taps",) + area_taps(h, oh, sy) + area_taps(w, ow, sx)
         # enlarging along any axis: OpenCV runs its linear resize with "area" coefficients on both axes
         taps = (area_up_taps(h, oh, sy), area_up_taps(w, ow, sx))
-        if x.dtype == np.uint8:
-            return _linear_u8(x, oh, ow, sy, sx, taps)
-        (yi, yw), (xi, xw) = taps
-        return _cast_out(_apply_taps(_apply_taps(x, yi, yw, 0), xi, xw, 1), x.dtype)
-    if interp in (INTER_LINEAR, INTER_LINEAR_EXACT) and x.dtype == np.uint8:
-        return _linear_u8(x, oh, ow, sy, sx)
+        if u8:
+            return ("linear_u8", taps)
+        return ("float_taps",) + taps[0] + taps[1]
+    if interp in (INTER_LINEAR, INTER_LINEAR_EXACT) and u8:
+        return ("linear_u8", None)
     if interp not in (INTER_LINEAR, INTER_LINEAR_EXACT, INTER_CUBIC, INTER_LANCZOS4):
         raise ValueError(f"resize: unknown interpolation {interp}")
     kind = INTER_LINEAR if interp == INTER_LINEAR_EXACT else interp
     yi, yw = linear_taps(h, oh, sy, kind)
     xi, xw = linear_taps(w, ow, sx, kind)
-    if x.dtype == np.uint8:  # cubic / lanczos: 11-bit integer weights, 22-bit descale
-        ax = np.rint(xw * 2048).astype(np.int64)
-        by = np.rint(yw * 2048).astype(np.int64)
+    if u8:  # cubic / lanczos: 11-bit integer weights, 22-bit descale
+        return ("int_taps", yi, np.rint(yw * 2048).astype(np.int64), xi, np.rint(xw * 2048).astype(np.int64))
+    return ("float_taps", yi, yw, xi, xw)
+
+
+def resize_ref(x: np.ndarray, oh: int, ow: int, interp: int, sy: float, sx: float) -> np.ndarray:
+    """cv2.resize of an HWC image to (oh, ow) with source/destination scales (sy, sx) (numpy reference)."""
+    h, w = x.shape[:2]
+    plan = resize_plan(h, w, oh, ow, interp, sy, sx, x.dtype)
+    kind = plan[0]
+    if kind == "nearest":
+        return x[plan[1]][:, plan[2]]
+    if kind == "area_int":
+        isy, isx = plan[1], plan[2]
+        c = x.shape[2]
+        blk = x[: oh * isy, : ow * isx].reshape(oh, isy, ow, isx, c).astype(np.int32).sum((1, 3))
+        if isx * isy == 4:  # OpenCV's 2x2 fast path: (sum + 2) >> 2
+            return ((blk + 2) >> 2).astype(np.uint8)
+        return _cast_out(blk.astype(np.float32) * np.float32(1.0 / (isx * isy)), x.dtype)
+    if kind == "linear_u8":
+        return _linear_u8(x, oh, ow, sy, sx, plan[1])
+    if kind == "int_taps":
+        yi, by, xi, ax = plan[1:]
         hx = sum(x[:, xi[:, k]].astype(np.int64) * ax[None, :, k, None] for k in range(xi.shape[1]))
         v = sum(hx[yi[:, k]] * by[:, k, None, None] for k in range(yi.shape[1]))
         return np.clip((v + (1 << 21)) >> 22, 0, 255).astype(np.uint8)
+    yi, yw, xi, xw = plan[1:]
     return _cast_out(_apply_taps(_apply_taps(x, yi, yw, 0), xi, xw, 1), x.dtype)
 
 

@@ -154,7 +154,8 @@ def test_cvmatrix_and_imageprocess():
 
 @pytest.mark.parametrize("case", ["resize", "resize_f32", "gray", "swap", "swap4", "bgra", "warp", "warp_rep",
                                   "gauss", "sobel", "blur", "f2d", "f2d_f32", "erode", "dilate_const", "dilate_refl",
-                                  "persp", "persp_rep", "remap", "remap_rep"])
+                                  "persp", "persp_rep", "remap", "remap_rep", "cubic", "cubic_f32", "lanczos",
+                                  "area", "area_f32", "area_up"])
 def test_kernels_equal_reference(case):
     """Each hand-written Numba kernel returns exactly what its op's numpy reference returns."""
     from mnnjit.backends.cpu import kernels_cv
@@ -193,6 +194,14 @@ def test_kernels_equal_reference(case):
                                              "iterations": 1, "border": 0, "value": 200.0}),
         "dilate_refl": ("morphology", [x], {"kernel": ((1, 0), (1, 1), (0, 1)), "anchor": (0, 1), "op": "dilate",
                                             "iterations": 1, "border": 2, "value": None}),
+        "cubic": ("resize_image", [x], {"size": (200, 90), "interp": 2, "scale": (123 / 200, 157 / 90)}),
+        "cubic_f32": ("resize_image", [x.astype(np.float32)], {"size": (60, 90), "interp": 2,
+                                                               "scale": (123 / 60, 157 / 90)}),
+        "lanczos": ("resize_image", [x], {"size": (70, 190), "interp": 4, "scale": (123 / 70, 157 / 190)}),
+        "area": ("resize_image", [x], {"size": (50, 61), "interp": 3, "scale": (123 / 50, 157 / 61)}),
+        "area_f32": ("resize_image", [x.astype(np.float32)], {"size": (50, 61), "interp": 3,
+                                                              "scale": (123 / 50, 157 / 61)}),
+        "area_up": ("resize_image", [x], {"size": (150, 61), "interp": 3, "scale": (123 / 150, 157 / 61)}),
         "persp": ("warp_perspective", [x], {"M": P, "size": (111, 140), "interp": 1, "border": 0, "value": (9,)}),
         "persp_rep": ("warp_perspective", [x], {"M": P, "size": (111, 140), "interp": 1, "border": 1, "value": (0,)}),
         "remap": ("remap", [x, mx, my], {"interp": 1, "border": 0, "value": (1, 2, 3)}),

@@ -825,3 +825,102 @@ def remap_linear_u8(x: np.ndarray, mx: np.ndarray, my: np.ndarray, border: int, 
             res.reshape(oh, ow * c))
     run_rows(_remap_rows, args, oh, n_chunks(oh * ow * c * 4, 1 << 21))
     return res
+
+
+# ----------------------------------------------------------------------------- resize with general taps
+@nb.njit(**_SERIAL)
+def _resize_int_rows(src, yi, by, xo, ax, out, y0, y1):
+    """uint8 resize with integer taps: v = sum_t by[t] * sum_k ax[k] * src[yi[t], xo[k]]; (v + 2^21) >> 22."""
+    n = out.shape[1]
+    kx = xo.shape[0]
+    ky = yi.shape[1]
+    acc = np.empty(n, np.int64)
+    hs = np.empty(n, np.int64)
+    for dy in range(y0, y1):
+        acc[:] = 0
+        for t in range(ky):
+            s = src[yi[dy, t]]
+            b = by[dy, t]
+            hs[:] = 0
+            for k in range(kx):
+                o = xo[k]
+                a = ax[k]
+                for j in range(n):
+                    hs[j] += np.int64(s[o[j]]) * a[j]
+            for j in range(n):
+                acc[j] += hs[j] * b
+        orow = out[dy]
+        for j in range(n):
+            orow[j] = min(max((acc[j] + (1 << 21)) >> 22, 0), 255)
+
+
+@nb.njit(**_SERIAL)
+def _resize_float_rows(src, yi, yw, xo, xw, u8out, out, y0, y1):
+    """Resize with float taps, vertical pass first then horizontal, float32 (the reference's order)."""
+    n = out.shape[1]
+    wc = src.shape[1]
+    kx = xo.shape[0]
+    ky = yi.shape[1]
+    vrow = np.empty(wc, np.float32)
+    acc = np.empty(n, np.float32)
+    for dy in range(y0, y1):
+        s0 = src[yi[dy, 0]]
+        b0 = yw[dy, 0]
+        for i in range(wc):
+            vrow[i] = np.float32(s0[i]) * b0
+        for t in range(1, ky):
+            s = src[yi[dy, t]]
+            b = yw[dy, t]
+            for i in range(wc):
+                vrow[i] = vrow[i] + np.float32(s[i]) * b
+        o0 = xo[0]
+        a0 = xw[0]
+        for j in range(n):
+            acc[j] = vrow[o0[j]] * a0[j]
+        for k in range(1, kx):
+            o = xo[k]
+            a = xw[k]
+            for j in range(n):
+                acc[j] = acc[j] + vrow[o[j]] * a[j]
+        orow = out[dy]
+        if u8out:
+            for j in range(n):
+                orow[j] = min(max(np.rint(acc[j]), np.float32(0)), np.float32(255))
+        else:
+            for j in range(n):
+                orow[j] = acc[j]
+
+
+def _flat_cols(xi: np.ndarray, c: int) -> np.ndarray:
+    """[k, ow*c] unsigned byte offsets of each tap for each output element."""
+    ch = np.arange(c, dtype=np.uint64)
+    return np.ascontiguousarray(np.stack([(xi[:, k:k + 1].astype(np.uint64) * np.uint64(c) + ch).ravel()
+                                          for k in range(xi.shape[1])]))
+
+
+def _flat_w(w: np.ndarray, c: int, dtype) -> np.ndarray:
+    return np.ascontiguousarray(np.stack([np.repeat(w[:, k], c) for k in range(w.shape[1])]).astype(dtype))
+
+
+def resize_general(x: np.ndarray, oh: int, ow: int, interp: int, sy: float, sx: float) -> np.ndarray | None:
+    """Cubic / Lanczos / area resizes (uint8 integer taps or float32 taps); None for plans without a kernel."""
+    from ...ops.image_geometry import resize_plan
+    h, w, c = x.shape
+    plan = resize_plan(h, w, oh, ow, interp, sy, sx, x.dtype)
+    src = np.ascontiguousarray(x).reshape(h, w * c)
+    if plan[0] == "int_taps":
+        yi, by, xi, ax = plan[1:]
+        res = np.empty((oh, ow, c), np.uint8)
+        run_rows(_resize_int_rows, (src, np.ascontiguousarray(yi, np.int64), np.ascontiguousarray(by, np.int64),
+                                    _flat_cols(xi, c), _flat_w(ax, c, np.int64), res.reshape(oh, ow * c)),
+                 oh, n_chunks(oh * ow * c * yi.shape[1] * xi.shape[1], 1 << 23))
+        return res
+    if plan[0] == "float_taps" and x.dtype in (np.uint8, np.float32):
+        yi, yw, xi, xw = plan[1:]
+        res = np.empty((oh, ow, c), x.dtype)
+        run_rows(_resize_float_rows, (src, np.ascontiguousarray(yi, np.int64), np.ascontiguousarray(yw, np.float32),
+                                      _flat_cols(xi, c), _flat_w(xw, c, np.float32), x.dtype == np.uint8,
+                                      res.reshape(oh, ow * c)),
+                 oh, n_chunks(oh * w * c * yi.shape[1], 1 << 23))
+        return res
+    return None

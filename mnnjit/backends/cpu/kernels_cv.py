@@ -28,6 +28,12 @@ def resize_image(inputs, attrs):
         oh, ow = attrs["size"]
         sy, sx = attrs["scale"]
         return K.resize_linear(x, oh, ow, sy, sx)
+    if x.dtype in (np.uint8, np.float32):
+        oh, ow = attrs["size"]
+        sy, sx = attrs["scale"]
+        out = K.resize_general(x, oh, ow, attrs["interp"], sy, sx)
+        if out is not None:
+            return out
     return _ref("resize_image", inputs, attrs)
 
 
