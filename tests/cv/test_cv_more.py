@@ -155,7 +155,7 @@ def test_cvmatrix_and_imageprocess():
 @pytest.mark.parametrize("case", ["resize", "resize_f32", "gray", "swap", "swap4", "bgra", "warp", "warp_rep",
                                   "gauss", "sobel", "blur", "f2d", "f2d_f32", "erode", "dilate_const", "dilate_refl",
                                   "persp", "persp_rep", "remap", "remap_rep", "cubic", "cubic_f32", "lanczos",
-                                  "area", "area_f32", "area_up"])
+                                  "area", "area_f32", "area_up", "area2", "area3", "hsv", "hsv_full"])
 def test_kernels_equal_reference(case):
     """Each hand-written Numba kernel returns exactly what its op's numpy reference returns."""
     from mnnjit.backends.cpu import kernels_cv
@@ -202,6 +202,10 @@ def test_kernels_equal_reference(case):
         "area_f32": ("resize_image", [x.astype(np.float32)], {"size": (50, 61), "interp": 3,
                                                               "scale": (123 / 50, 157 / 61)}),
         "area_up": ("resize_image", [x], {"size": (150, 61), "interp": 3, "scale": (123 / 150, 157 / 61)}),
+        "area2": ("resize_image", [x[:122, :156]], {"size": (61, 78), "interp": 3, "scale": (2.0, 2.0)}),
+        "area3": ("resize_image", [x[:120, :156]], {"size": (40, 52), "interp": 3, "scale": (3.0, 3.0)}),
+        "hsv": ("cvt_color", [x], {"code": 40}),
+        "hsv_full": ("cvt_color", [x], {"code": 67}),
         "persp": ("warp_perspective", [x], {"M": P, "size": (111, 140), "interp": 1, "border": 0, "value": (9,)}),
         "persp_rep": ("warp_perspective", [x], {"M": P, "size": (111, 140), "interp": 1, "border": 1, "value": (0,)}),
         "remap": ("remap", [x, mx, my], {"interp": 1, "border": 0, "value": (1, 2, 3)}),

@@ -924,3 +924,81 @@ def resize_general(x: np.ndarray, oh: int, ow: int, interp: int, sy: float, sx: 
                  oh, n_chunks(oh * w * c * yi.shape[1], 1 << 23))
         return res
     return None
+
+
+@nb.njit(**_SERIAL)
+def _area_int_rows(src, isy, isx, c, scale, out, y0, y1):
+    """Integer-factor INTER_AREA of uint8 data: block sums, (s + 2) >> 2 for 2x2, else rint(s * scale)."""
+    n = out.shape[1]
+    ow = n // c
+    acc = np.empty(n, np.int32)
+    for dy in range(y0, y1):
+        acc[:] = 0
+        for t in range(isy):
+            s = src[dy * isy + t]
+            for x in range(ow):
+                base = x * isx * c
+                for k in range(c):
+                    v = np.int32(0)
+                    for q in range(isx):
+                        v += np.int32(s[base + q * c + k])
+                    acc[x * c + k] += v
+        orow = out[dy]
+        if isx * isy == 4:
+            for j in range(n):
+                orow[j] = (acc[j] + 2) >> 2
+        else:
+            for j in range(n):
+                orow[j] = min(max(np.rint(np.float32(acc[j]) * scale), np.float32(0)), np.float32(255))
+
+
+def resize_area_int(x: np.ndarray, oh: int, ow: int, isy: int, isx: int) -> np.ndarray:
+    """uint8 INTER_AREA by integer factors (exactly the reference's arithmetic)."""
+    h, w, c = x.shape
+    res = np.empty((oh, ow, c), np.uint8)
+    run_rows(_area_int_rows, (np.ascontiguousarray(x).reshape(h, w * c), isy, isx, c,
+                              np.float32(1.0 / (isx * isy)), res.reshape(oh, ow * c)), oh,
+             n_chunks(h * w * c, 1 << 23))
+    return res
+
+
+# ----------------------------------------------------------------------------- BGR -> HSV (uint8)
+@nb.njit(**_SERIAL)
+def _hsv_rows(src, bidx, hrange, sdiv, hdiv, out, y0, y1):
+    w = out.shape[1] // 3
+    for y in range(y0, y1):
+        s = src[y]
+        o = out[y]
+        for x in range(w):
+            i = 3 * x
+            b = np.int32(s[i + bidx])
+            g = np.int32(s[i + 1])
+            r = np.int32(s[i + 2 - bidx])
+            v = max(max(b, g), r)
+            vmin = min(min(b, g), r)
+            diff = v - vmin
+            sat = (diff * sdiv[v] + (1 << 11)) >> 12
+            if v == r:
+                hh = g - b
+            elif v == g:
+                hh = b - r + 2 * diff
+            else:
+                hh = r - g + 4 * diff
+            hh = (hh * hdiv[diff] + (1 << 11)) >> 12
+            if hh < 0:
+                hh += hrange
+            o[i] = np.uint8(hh & 255)
+            o[i + 1] = np.uint8(sat)
+            o[i + 2] = np.uint8(v)
+
+
+def bgr_to_hsv(x: np.ndarray, bidx: int, full: bool) -> np.ndarray:
+    """OpenCV's table-based uint8 RGB->HSV (12-bit fixed point)."""
+    from ...ops.image_color import _hsv_tables
+    hrange = 256 if full else 180
+    sdiv, hdiv = _hsv_tables(hrange)
+    h, w, _ = x.shape
+    res = np.empty((h, w, 3), np.uint8)
+    run_rows(_hsv_rows, (np.ascontiguousarray(x).reshape(h, w * 3), bidx, hrange, sdiv.astype(np.int32),
+                         hdiv.astype(np.int32), res.reshape(h, w * 3)), h, n_chunks(x.size * 8, 1 << 24))
+    return res

@@ -11,7 +11,9 @@ import numpy as np
 
 from ...ops import registry
 from ...ops.image_color import FAST_CODES
-from ...ops.image_geometry import CV_BORDER_CONSTANT, CV_BORDER_REPLICATE, INTER_LINEAR, INTER_LINEAR_EXACT
+from ...ops.image_color import FWD3
+from ...ops.image_geometry import (CV_BORDER_CONSTANT, CV_BORDER_REPLICATE, INTER_LINEAR, INTER_LINEAR_EXACT,
+                                   resize_plan)
 from . import cv_kernels as K
 from .kernels import cpu_kernel
 
@@ -31,6 +33,9 @@ def resize_image(inputs, attrs):
     if x.dtype in (np.uint8, np.float32):
         oh, ow = attrs["size"]
         sy, sx = attrs["scale"]
+        plan = resize_plan(x.shape[0], x.shape[1], oh, ow, attrs["interp"], sy, sx, x.dtype)
+        if plan[0] == "area_int":
+            return K.resize_area_int(x, oh, ow, plan[1], plan[2])
         out = K.resize_general(x, oh, ow, attrs["interp"], sy, sx)
         if out is not None:
             return out
@@ -39,10 +44,13 @@ def resize_image(inputs, attrs):
 
 @cpu_kernel("cvt_color", min_size=1 << 15)
 def cvt_color(inputs, attrs):
-    """Channel swaps and gray conversions of uint8 images."""
+    """Channel swaps, gray and HSV conversions of uint8 images."""
     x = inputs[0]
-    if x.dtype == np.uint8 and attrs["code"] in FAST_CODES:
-        return K.cvt_color(x, attrs["code"])
+    code = attrs["code"]
+    if x.dtype == np.uint8 and code in FAST_CODES:
+        return K.cvt_color(x, code)
+    if x.dtype == np.uint8 and code in FWD3 and FWD3[code][0] in ("hsv", "hsv_full"):
+        return K.bgr_to_hsv(x, FWD3[code][1], FWD3[code][0] == "hsv_full")
     return _ref("cvt_color", inputs, attrs)
 
 
