@@ -65,6 +65,7 @@ CASES = {
     "reduce_sum": lambda F: F.reduce_sum(cx(F)),
     "reduce_mean_ax": lambda F: F.reduce_mean(cx(F), [1, 3], True),
     "reduce_max": lambda F: F.reduce_max(cx(F), [2]),
+    "reduce_mean_int": lambda F: F.reduce_mean(ci(F, [[1, 2, 4], [-1, -2, 0]]), [1]),
     "reduce_min": lambda F: F.reduce_min(cx(F), [0]),
     "reduce_prod": lambda F: F.reduce_prod(cf(F, M), [1]),
     "reduce_any": lambda F: F.reduce_any(ci(F, [[0, 1], [0, 0]]), [1]),
