@@ -7,12 +7,11 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from .._dtypes import F32, I32
 from ..ops import build as B
 from ..ops import nn_conv, nn_pool, nn_resize
 from ..var import Var
 from . import _common as C
-from ._enums import AVEPOOL, BILINEAR, CAFFE, NEAREST, SAME, VALID, Padding_Mode
+from ._enums import AVEPOOL, BILINEAR, NEAREST, VALID, Padding_Mode
 
 
 def _pad_mode(mode: Any) -> str:
@@ -409,5 +408,3 @@ def dequant(var: Any, scale: Any, zero: int = 0) -> Var:
     out = B.binary("mul", B.binary("sub", B.wrap(x), float(zero)), C.as_float(C.node(scale)))
     return C.restore_fmt(out._node, C.node(var).fmt)
 
-
-_ = (F32, I32, CAFFE, SAME)
