@@ -8,7 +8,7 @@ import sys
 from typing import Any
 
 #: Current settings (read by the compiler/backends; plain data so importing this is free).
-settings: dict[str, Any] = {"lazy": True, "lazy_mode": 0, "threads": 4, "backend": 0, "precision": 0}
+settings: dict[str, Any] = {"lazy": False, "lazy_mode": 0, "threads": 4, "backend": 0, "precision": 0}
 
 
 def lazy_eval(lazy: bool) -> None:
