@@ -392,19 +392,24 @@ def detection_post_process(encode_boxes: Any, class_predictions: Any, anchors: A
 
 # ---------------------------------------------------------------- quantisation
 
+def _flip_sign_bit(v: Var) -> Var:
+    """int8 values with the sign bit flipped (v - 128 for v >= 0, v + 128 otherwise): MNN's int8 storage."""
+    return B.select(B.binary("greater_equal", v, 0), B.binary("sub", v, 128), B.binary("add", v, 128))
+
+
 def quant(var: Any, scale: Any, min: int = -128, max: int = 127, zero: int = 0) -> Var:  # noqa: A002
-    """``int8(clamp(round(x / scale + zero), min, max))``."""
+    """int8 quantisation as real MNN computes it: ``v = clamp(round(x * scale), -128, 127)`` stored with the
+    sign bit flipped (the docs' example output; ``min``/``max``/``zero`` do not change MNN's result)."""
     x = C.as_float(C.node(var))
     s = C.as_float(C.node(scale))
-    y = B.binary("add", B.unary("round", B.binary("div", B.wrap(x), B.wrap(s))), float(zero))
-    y = B.wrap(B.make_node("clip", (y._node,), {"lo": float(min), "hi": float(max)}))
-    out = B.cast(y, np.int8)
+    v = B.unary("round", B.binary("mul", B.wrap(x), B.wrap(s)))
+    v = B.cast(B.wrap(B.make_node("clip", (v._node,), {"lo": -128.0, "hi": 127.0})), np.int32)
+    out = B.cast(_flip_sign_bit(v), np.int8)
     return C.restore_fmt(out._node, C.node(var).fmt)
 
 
 def dequant(var: Any, scale: Any, zero: int = 0) -> Var:
-    """``(x - zero) * scale`` as float32."""
-    x = C.as_float(C.node(var))
-    out = B.binary("mul", B.binary("sub", B.wrap(x), float(zero)), C.as_float(C.node(scale)))
-    return C.restore_fmt(out._node, C.node(var).fmt)
-
+    """Inverse of :func:`quant` as real MNN computes it: ``(flip(q) - zero) * scale`` (float32)."""
+    q = B.cast(C.node(var), np.int32)
+    out = B.binary("mul", B.binary("sub", _flip_sign_bit(q), int(zero)), C.as_float(C.node(scale)))
+    return C.restore_fmt(B.cast(out, np.float32)._node, C.node(var).fmt)

@@ -89,6 +89,10 @@ CASES = {
     "eltwise_sum": lambda F: F.eltwise_sum(cf(F, [1.0, 2.0]), cf(F, [3.0, 5.0]), []),
     "eltwise_prod": lambda F: F.eltwise_prod(cf(F, [1.0, 2.0]), cf(F, [3.0, 5.0]), []),
     "eltwise_max": lambda F: F.eltwise_max(cf(F, [1.0, 7.0]), cf(F, [3.0, 5.0]), []),
+    "eltwise_prod_coeff": lambda F: F.eltwise_prod(cf(F, [1.0, 7.0]), cf(F, [3.0, 5.0]), [1.0, 0.0]),
+    "eltwise_max_coeff": lambda F: F.eltwise_max(cf(F, [1.0, 7.0]), cf(F, [3.0, 5.0]), [1.0, 0.0]),
+    "matmul_int": lambda F: F.matmul(ci(F, [[1, 2], [3, 4]]), ci(F, [[1, 1], [2, 2]])),
+    "where_positive": lambda F: F.where(cf(F, [0.0, 1.0, -2.0, 3.3])),
     "rank": lambda F: F.rank(cx(F)),
     "size": lambda F: F.size(cx(F)),
     "shape": lambda F: F.shape(cx(F)),
@@ -163,11 +167,13 @@ def test_detection_post_process_fast_nms():
     np.testing.assert_allclose(boxes.read()[0, 0], [0, 0, 1, 1])
 
 
-def test_quant_dequant_roundtrip():
-    x = JF.const([0.2, -0.4, 30.0], [3])
-    q = JF.quant(x, JF.scalar(0.2))
-    np.testing.assert_array_equal(q.read(), np.array([1, -2, 127], np.int8))
-    np.testing.assert_allclose(JF.dequant(q, JF.scalar(0.2)).read(), [0.2, -0.4, 25.4], rtol=1e-6)
+@pytest.mark.parametrize("scale", [0.2, 1.0, 2.0])
+def test_quant_dequant_vs_mnn(MF, scale):
+    vals = [1.0, 2.0, 3.0, 4.0, -1.0, 10.0, 0.5, 100.0]
+    both(MF, lambda F: F.quant(F.convert(F.const(vals, [8]), F.NC4HW4), F.scalar(scale), -128, 127))
+    q = [-128, -127, 0, 5, 127, -3, 1, 2]
+    for zero in (0, 3, -2):
+        both(MF, lambda F: F.dequant(F.convert(F.const(q, [8], F.NCHW, F.int8), F.NC4HW4), F.scalar(scale), zero))
 
 
 def test_executor_config():
