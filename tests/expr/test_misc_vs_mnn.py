@@ -176,7 +176,11 @@ def test_quant_dequant_vs_mnn(MF, scale):
         both(MF, lambda F: F.dequant(F.convert(F.const(q, [8], F.NCHW, F.int8), F.NC4HW4), F.scalar(scale), zero))
 
 
-def test_executor_config():
+def test_executor_config(monkeypatch):
+    from mnnjit.expr import _config
+    calls = []
+    # a real collection here could free real-MNN objects of other tests, whose destructors can segfault
+    monkeypatch.setattr(_config._gc, "collect", lambda *a: calls.append(a))
     JF.set_thread_number(100)
     from mnnjit.expr._config import settings
     assert settings["threads"] == 8
@@ -185,6 +189,7 @@ def test_executor_config():
     JF.lazy_eval(True)
     JF.set_lazy_mode(1)
     JF.gc(True)
+    assert calls
     with pytest.raises(ValueError):
         JF.set_lazy_mode(5)
 
