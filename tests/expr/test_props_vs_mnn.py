@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import numpy as np
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from conftest import both, c4
@@ -78,3 +78,51 @@ def test_transpose_split_concat(MF, shape, data, seed):
     both(MF, lambda F: F.concat([F.const(x, list(shape)), F.const(x, list(shape))], axis))
     if shape[axis] > 1:
         both(MF, lambda F: F.split(F.const(x, list(shape)), [1, shape[axis] - 1], axis))
+
+
+@S
+@given(k=st.integers(1, 4), pooled=st.tuples(st.integers(1, 3), st.integers(1, 3)),
+       scale=st.sampled_from([0.25, 0.5, 1.0]), ratio=st.integers(0, 3), aligned=st.booleans(),
+       avg=st.booleans(), seed=st.integers(0, 2**16))
+def test_roi_align(MF, k, pooled, scale, ratio, aligned, avg, seed):
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((2, 3, 9, 11)).astype(np.float32)
+    xy = rng.uniform(-2, 12 / scale, (k, 2, 2)).astype(np.float32)
+    rois = np.concatenate([rng.integers(0, 2, (k, 1)).astype(np.float32), xy.min(1), xy.max(1)], axis=1)
+    both(MF, lambda F: F.roi_align(c4(F, x), F.const(rois, [k, 5]), pooled[0], pooled[1], scale, ratio, aligned,
+                                   F.AVEPOOL if avg else F.MAXPOOL), atol=1e-4)
+
+
+@S
+@given(k=st.integers(1, 4), pooled=st.tuples(st.integers(1, 3), st.integers(1, 3)),
+       scale=st.sampled_from([0.5, 1.0]), seed=st.integers(0, 2**16))
+def test_roi_pooling(MF, k, pooled, scale, seed):
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((2, 3, 9, 11)).astype(np.float32)
+    xy = rng.uniform(0, 9 / scale, (k, 2, 2)).astype(np.float32)
+    rois = np.concatenate([rng.integers(0, 2, (k, 1)).astype(np.float32), xy.min(1), xy.max(1)], axis=1)
+    both(MF, lambda F: F.roi_pooling(c4(F, x), F.const(rois, [k, 5]), pooled[0], pooled[1], scale))
+
+
+@S
+@given(n=st.integers(2, 20), iou=st.floats(0.0, 0.9), thr=st.floats(0.0, 0.8), seed=st.integers(0, 2**16))
+def test_nms(MF, n, iou, thr, seed):
+    # max_detections = n: real MNN returns wrong indices when max_detections truncates the result
+    # (max_detections=1 on 2 boxes gives the lower-scored box), and fails when nothing is kept
+    rng = np.random.default_rng(seed)
+    b = rng.uniform(0, 10, (n, 4)).astype(np.float32)
+    b[:, 2:] += b[:, :2]
+    s = (rng.permutation(n).astype(np.float32) + 1) / n  # distinct positive scores
+    assume((s > thr).any())
+    both(MF, lambda F: F.nms(F.const(b, [n, 4]), F.const(s, [n]), n, iou, thr))
+
+
+@S
+@given(c=st.sampled_from([4, 8, 12]), hw=st.tuples(st.integers(1, 4), st.integers(1, 4)), seed=st.integers(0, 2**16))
+def test_channel_and_depth_shuffles(MF, c, hw, seed):
+    x = np.random.default_rng(seed).standard_normal((2, c) + hw).astype(np.float32)
+    both(MF, lambda F: F.depth_to_space(F.const(x, list(x.shape)), 2))
+    both(MF, lambda F: F.channel_shuffle(F.convert(F.const(x, list(x.shape)), F.NHWC), 2))
+    y = np.random.default_rng(seed).standard_normal((2, c, hw[0] * 2, hw[1] * 2)).astype(np.float32)
+    both(MF, lambda F: F.space_to_depth(F.const(y, list(y.shape)), 2))
+    both(MF, lambda F: F.space_to_batch_nd(c4(F, y), [2, 2], [[0, 0], [0, 0]]))
