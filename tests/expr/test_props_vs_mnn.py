@@ -126,3 +126,29 @@ def test_channel_and_depth_shuffles(MF, c, hw, seed):
     y = np.random.default_rng(seed).standard_normal((2, c, hw[0] * 2, hw[1] * 2)).astype(np.float32)
     both(MF, lambda F: F.space_to_depth(F.const(y, list(y.shape)), 2))
     both(MF, lambda F: F.space_to_batch_nd(c4(F, y), [2, 2], [[0, 0], [0, 0]]))
+
+
+@S
+@given(k=st.integers(1, 12), c=st.integers(1, 4), maxd=st.integers(1, 6), per=st.just(1),
+       thr=st.floats(0.0, 0.6), iou=st.floats(0.2, 0.8), seed=st.integers(0, 2**16))
+def test_detection_post_process(MF, k, c, maxd, per, thr, iou, seed):
+    rng = np.random.default_rng(seed)
+    per = min(per, c)
+    anchors = np.concatenate([rng.uniform(0.2, 0.8, (k, 2)), rng.uniform(0.1, 0.4, (k, 2))], 1).astype(np.float32)
+    enc = rng.standard_normal((1, k, 4)).astype(np.float32)
+    n = k * (c + 1)
+    cls = (rng.permutation(n).reshape(1, k, c + 1).astype(np.float32) + 0.5) / n  # distinct, never == thr
+    from conftest import values
+    import mnnjit.expr as JF
+
+    def run(F):
+        return values(F, F.detection_post_process(
+            F.const(enc, [1, k, 4]), F.const(cls, [1, k, c + 1]), F.const(anchors, [k, 4]), c, maxd, per, 100, thr,
+            iou, False, [10.0, 10.0, 5.0, 5.0]))
+    mine, ref = run(JF), run(MF)
+    num = int(ref[3][0])
+    assert int(mine[3][0]) == num
+    # real MNN leaves the slots after num uninitialised (and garbles its outputs when
+    # max_class_per_detection > 1, so only 1 is compared)
+    for a, b in zip(mine[:3], ref[:3]):
+        np.testing.assert_allclose(a[0, :num], b[0, :num], atol=1e-5)
