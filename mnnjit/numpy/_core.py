@@ -63,9 +63,14 @@ def as_shape(shape: Any) -> tuple[int, ...]:
     return out
 
 
-def scalar_or_var(v: Var, axis: Any, keepdims: bool):
-    """Reductions whose result is 0-d return Python scalars, as real MNN does (``sum(x)``, ``sum(x1d, 0)``)."""
-    if not v._node.shape:
+def scalar_or_var(v: Var, axis: Any, keepdims: bool, by_shape: bool = False):
+    """Python scalars for reductions, as real MNN gives them.
+
+    Full reductions (``axis=None``, no ``keepdims``) always give a Python scalar. With ``by_shape``
+    (MNN's ``sum``, ``prod``, ``nansum``, ``nanprod``, ``count_nonzero``) any 0-d result does too
+    (``sum(x1d, 0)`` is a float in MNN, while ``max(x1d, 0)`` or ``mean(x1d, 0)`` are 0-d Vars).
+    """
+    if (axis is None and not keepdims) or (by_shape and not v._node.shape):
         return v.read_view().item()
     return v
 
@@ -113,7 +118,7 @@ def moveaxis_node(n: Node, src: int, dst: int) -> Node:
 def int_node(x: Any) -> Node:
     """An int32 node for index-like data."""
     n = node(x)
-    if n.dtype.kind == "f":
+    if n.dtype.kind == "f" and n.size:
         raise TypeError(f"arrays used as indices must be of integer type, not {n.dtype}")
     return B.cast_node(n, I32)
 

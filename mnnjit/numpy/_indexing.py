@@ -207,7 +207,8 @@ def select(condlist: Sequence[Any], choicelist: Sequence[Any], default: Any = 0)
 
 
 def unravel_index(indices: Any, shape: Any, order: str = "C"):
-    """Coordinates of flat ``indices`` in an array of ``shape`` (a tuple of int32 Vars)."""
+    """Coordinates of flat ``indices`` in an array of ``shape``: a list of int32 Vars (MNN's documented
+    return type; numpy gives a tuple)."""
     dims = tuple(int(s) for s in (shape.read_view().tolist() if isinstance(shape, Var) else
                                   (shape if isinstance(shape, (list, tuple)) else (shape,))))
     idx = int_node(indices)
@@ -226,7 +227,7 @@ def unravel_index(indices: Any, shape: Any, order: str = "C"):
             out.append((i, B.binary("mod", rem, d)))
             rem = B.binary("floordiv", rem, d)
     out.sort(key=lambda t: t[0])
-    return tuple(v for _, v in out)
+    return [v for _, v in out]
 
 
 def ravel_multi_index(multi_index: Sequence[Any], dims: Sequence[int], mode: str = "raise",

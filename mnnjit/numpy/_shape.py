@@ -377,7 +377,7 @@ def repeat(a: Any, repeats: Any, axis: Any = None) -> Var:
             raise ValueError(f"operands could not be broadcast together with shape ({n.shape[ax]},) ({len(reps)},)")
     else:
         reps = int(repeats)
-    if (min(reps) if isinstance(reps, tuple) else reps) < 0:
+    if (min(reps, default=0) if isinstance(reps, tuple) else reps) < 0:
         raise ValueError("repeats may not contain negative values.")
     return var(B.make_node("repeat", (n,), {"repeats": reps, "axis": ax}))
 
@@ -571,39 +571,48 @@ def delete(arr: Any, obj: Any, axis: Any = None) -> Var:
 
 
 def insert(arr: Any, obj: Any, values: Any, axis: Any = None) -> Var:
-    """``arr`` with ``values`` inserted before the positions ``obj`` along ``axis``."""
+    """``arr`` with ``values`` inserted before the positions ``obj`` along ``axis`` (numpy.insert)."""
     n = node(arr)
     if axis is None:
         n, ax = flat(var(n))._node, 0
     else:
         ax = axis_arg(axis, len(n.shape))
+    nd = len(n.shape)
     length = n.shape[ax]
-    scalar_obj = is_int(obj)
-    pos = _positions(obj, length + 1).astype(_np.int64).ravel()
-    if pos.size and (pos.min() < -length or pos.max() > length):
-        bad = pos[(pos < -length) | (pos > length)][0]
-        raise IndexError(f"index {bad} is out of bounds for axis {ax} with size {length}")
-    pos = _np.where(pos < 0, pos + length, pos)
+    pos = _positions(obj, length)
+    if pos.dtype == bool:
+        pos = _np.flatnonzero(pos)
+    pos = pos.astype(_np.int64)
     vals = B.cast_node(node(values), n.dtype)
+    if len(vals.shape) < nd:
+        vals = B.reshape(var(vals), (1,) * (nd - len(vals.shape)) + vals.shape)._node
     other = list(n.shape)
-    if scalar_obj:
-        # numpy: values are inserted as a block (moved to ``axis``) at one position
-        vshape = vals.shape
-        vnd = len(vshape)
-        if vnd < len(n.shape):
-            vals = B.reshape(var(vals), (1,) * (len(n.shape) - vnd) + vshape)._node
-            vals = node(moveaxis(var(vals), 0, ax)) if vnd and len(n.shape) > 1 else vals
-        cnt = vals.shape[ax] if len(vals.shape) == len(n.shape) else 1
-        other[ax] = cnt
-        vals = node(B.broadcast_to(var(vals), tuple(other)))
-        pos = _np.full(cnt, pos[0])
+    if pos.size == 1:
+        index = int(pos.ravel()[0])
+        if not -length <= index <= length:
+            raise IndexError(f"index {index} is out of bounds for axis {ax} with size {length}")
+        index += length if index < 0 else 0
+        if pos.ndim == 0 and not isinstance(obj, slice):  # a scalar position: values form a block
+            vals = node(moveaxis(var(vals), 0, ax))
+        other[ax] = vals.shape[ax]
+        pos = _np.full(other[ax], index)
     else:
+        pos = pos.ravel()
+        if pos.size and (pos.min() < -length or pos.max() > length):
+            bad = pos[(pos < -length) | (pos > length)][0]
+            raise IndexError(f"index {bad} is out of bounds for axis {ax} with size {length}")
+        pos = _np.where(pos < 0, pos + length, pos)
         other[ax] = pos.size
-        vshape = vals.shape
-        if len(vshape) == 1 and len(other) > 1 and vshape[0] == pos.size and ax != len(other) - 1:
-            vals = node(moveaxis(B.reshape(var(vals), (1,) * (len(other) - 1) + vshape), -1, ax))
-        vals = node(B.broadcast_to(var(vals), tuple(other)))
-    # order: sort positions stably, then merge by a gather over concat(arr, values)
+    # assignment broadcasting: leading length-1 axes beyond the array's dimensions are dropped
+    extra = 0
+    while len(vals.shape) - extra > nd and vals.shape[extra] == 1:
+        extra += 1
+    if extra:
+        vals = B.reshape(var(vals), vals.shape[extra:])._node
+    if len(vals.shape) > nd:
+        raise ValueError(f"could not broadcast input array from shape {vals.shape} into shape {tuple(other)}")
+    vals = node(B.broadcast_to(var(vals), tuple(other)))
+    # Merge by one gather over concat(arr, values): stable order of positions, values after old elements.
     order = _np.argsort(pos, kind="stable")
     total = length + pos.size
     new_pos = pos[order] + _np.arange(pos.size)

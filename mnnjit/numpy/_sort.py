@@ -181,7 +181,7 @@ def count_nonzero(a: Any, axis: Any = None, *, keepdims: bool = False):
     n = node(a)
     nz = B.make_node("not_equal", (n, B.scalar_node(0, n.dtype)))
     res = B.reduce("reduce_sum", var(nz), axis, keepdims)
-    if axis is None and not keepdims:
+    if (axis is None and not keepdims) or not res._node.shape:  # MNN: count_nonzero(x1d, 0) is an int
         return int(res.read_view().item())
     return res
 

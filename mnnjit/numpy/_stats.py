@@ -15,9 +15,14 @@ from ._core import var as _w
 
 
 # ---------------------------------------------------------------- plain reductions
+_BY_SHAPE = frozenset({"reduce_sum", "reduce_prod"})
+
+
 def _reduce(op: str, a: Any, axis: Any, keepdims: Any, dtype: Any = None, out: Any = None):
     res = B.reduce(op, a, axis, bool(keepdims), dtype)
-    return finish(scalar_or_var(res, axis, bool(keepdims)) if out is None else res, out)
+    if out is not None:
+        return finish(res, out)
+    return scalar_or_var(res, axis, bool(keepdims), by_shape=op in _BY_SHAPE)
 
 
 def sum(a: Any, axis: Any = None, out: Any = None, keepdims: bool = False, dtype: Any = None,  # noqa: A001
@@ -296,7 +301,8 @@ def _quantile(a: Any, qa: _np.ndarray, axis: Any, keepdims: bool, method: str, n
     size = x._node.shape[-1]
     qflat = qa.ravel()
     nq = qflat.size
-    s = _w(B.make_node("sort", (x._node,), {"axis": len(kept), "descending": False}))
+    if nan or size == 0:
+        s = _w(B.make_node("sort", (x._node,), {"axis": len(kept), "descending": False}))
     if size == 0:
         res = const(_np.full(kept + (nq,), _np.nan, _np.float32))
     elif not nan:
@@ -305,6 +311,9 @@ def _quantile(a: Any, qa: _np.ndarray, axis: Any, keepdims: bool, method: str, n
         hi_i = _np.minimum(lo_i + 1, size - 1)
         t = pos - lo_i
         idx_lo, idx_hi, tvec = _method_indices(method, lo_i, hi_i, t, pos)
+        # Only the needed order statistics (and the last one, NaN when any is NaN) must be in place.
+        kth = tuple(sorted({int(i) for i in idx_lo} | {int(i) for i in idx_hi} | {size - 1}))
+        s = _w(B.make_node("partition", (x._node,), {"kth": kth, "axis": len(kept)}))
         a_lo = _w(B.make_node("take", (s._node, const(idx_lo.astype(_np.int32))._node), {"axis": len(kept)}))
         a_hi = _w(B.make_node("take", (s._node, const(idx_hi.astype(_np.int32))._node), {"axis": len(kept)}))
         res = _lerp(a_lo, a_hi, const(tvec.astype(_np.float32)))
@@ -466,6 +475,8 @@ def diff(a: Any, n: int = 1, axis: int = -1, prepend: Any = None, append: Any = 
     if nd == 0:
         raise ValueError("diff requires input that is at least one dimensional")
     ax = axis_arg(axis, nd)
+    if n == 0:
+        return x  # numpy: n=0 returns the input unchanged (prepend/append ignored)
     parts = []
     for extra in (prepend, None, append):
         if extra is None:

@@ -15,13 +15,20 @@ from ..ops import build as B
 from ..var import Var
 from ._core import as_shape
 
-_rng = _np.random.default_rng()
+_rng = None  # created on first use (importing numpy.random costs ~10 ms)
 
 
 def seed(seed: int | None = None) -> None:
     """Reseed the generator (the same seed gives the same sequence of arrays)."""
     global _rng
     _rng = _np.random.default_rng(seed)
+
+
+def _next_seed() -> int:
+    global _rng
+    if _rng is None:
+        _rng = _np.random.default_rng()
+    return int(_rng.integers(0, 2 ** 63 - 1))
 
 
 def _shape_args(args: tuple) -> tuple[int, ...]:
@@ -32,7 +39,7 @@ def _shape_args(args: tuple) -> tuple[int, ...]:
 
 def _node(dist: str, shape: tuple[int, ...], dtype: Any, **params: Any) -> Var:
     attrs = {"dist": dist, "shape": shape, "dtype": _np.dtype(dtype),
-             "seed": int(_rng.integers(0, 2 ** 63 - 1)), **params}
+             "seed": _next_seed(), **params}
     return B.wrap(B.make_node("random", (), attrs))
 
 

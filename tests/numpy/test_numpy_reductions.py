@@ -245,3 +245,22 @@ def test_errors():
         mnp.percentile([1.0, 2.0], 101)
     with pytest.raises(ValueError):
         mnp.histogram([1.0, 2.0], bins=[3.0, 1.0])
+
+
+@settings(max_examples=25, deadline=None)
+@given(data=st.data())
+def test_argument_forms(data):
+    """axis as list, ddof, dtype=, out= and keepdims for argmax, as numpy."""
+    a, axis = data.draw(array_and_axis(float_arrays(shapes(min_dims=1, min_side=2)), allow_none=False))
+    ax_list = list(axis) if isinstance(axis, tuple) else [axis]
+    assert_close(mnp.sum(a, axis=ax_list), np.sum(a, axis=tuple(ax_list)), rtol=1e-5, atol=1e-4)
+    ddof = data.draw(st.integers(0, 1))
+    assert_close(mnp.var(a, axis=axis, ddof=ddof), _np_call(np.var, a, axis=axis, ddof=ddof), rtol=1e-4, atol=1e-3)
+    assert_close(mnp.std(a, axis=axis, ddof=ddof), _np_call(np.std, a, axis=axis, ddof=ddof), rtol=1e-4, atol=1e-3)
+    assert_close(mnp.sum(a, axis=axis, dtype=np.int32), np.sum(a, axis=axis, dtype=np.int32))
+    ax = ax_list[0]
+    assert_close(mnp.argmax(a, axis=ax, keepdims=True), np.argmax(a, axis=ax, keepdims=True))
+    out = mnp.zeros(list(np.mean(a, axis=axis).shape))
+    res = mnp.mean(a, axis=axis, out=out)
+    assert res is out
+    assert_close(out, np.mean(a, axis=axis), rtol=1e-5, atol=1e-4)
