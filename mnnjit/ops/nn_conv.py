@@ -19,7 +19,8 @@ from .registry import OpDef, register
 
 ACTS = ("", "relu", "relu6")
 
-#: Multiply-adds above which a depthwise convolution runs the Numba kernel (measured: docs/notes/expr.md).
+#: Multiply-adds above which the compiled path runs depthwise convolutions with the Numba kernel of
+#: ``mnnjit/backends/cpu/kernels_nn.py`` (measured: docs/notes/expr.md).
 DEPTHWISE_NUMBA_WORK = 1 << 23
 
 
@@ -164,10 +165,6 @@ def conv2d_ref(xs: list, attrs: dict) -> np.ndarray:
         xs_ = xp[:, :, : (oh - 1) * stride[0] + 1: stride[0], : (ow - 1) * stride[1] + 1: stride[1]]
         cols = xs_.reshape(n, g, ci, oh * ow)
         np.matmul(w.reshape(g, o // g, ci), cols, out=gemm_out)
-    elif g == c and o == c and n * c * oh * ow * kh * kw >= DEPTHWISE_NUMBA_WORK:
-        from ..backends.cpu import nn_kernels
-        return nn_kernels.depthwise_conv2d(xp, w.reshape(c, kh, kw), bias, stride, dil, oh, ow,
-                                           attrs.get("act", ""))
     elif g == c and o == c:
         out[...] = 0
         wt = w.reshape(c, kh, kw)
@@ -188,7 +185,7 @@ def conv2d_ref(xs: list, attrs: dict) -> np.ndarray:
 
 register(OpDef("conv2d", "opaque", _conv_infer, conv2d_ref, mnn_type="Convolution",
                doc="2-D convolution with fused bias and relu/relu6 (see docs/NN_OPS.md)",
-               extra={"kernel": "nn_kernels.depthwise_conv2d (used by the ref above DEPTHWISE_NUMBA_WORK)"}))
+               extra={"kernel": "backends/cpu/kernels_nn.py (depthwise above DEPTHWISE_NUMBA_WORK)"}))
 
 
 # ---------------------------------------------------------------- conv2d_transpose

@@ -21,7 +21,7 @@ from .._dtypes import F32
 from .registry import OpDef, register
 
 
-#: Window cells above which float32 pooling runs the Numba kernel (docs/notes/expr.md).
+#: Window cells above which the compiled path pools float32 data with the Numba kernel (kernels_nn.py).
 NUMBA_WORK = 1 << 23
 
 
@@ -105,10 +105,6 @@ def pool2d_ref(xs: list, attrs: dict) -> np.ndarray:
         if kind == "max":
             return x.max(axis=(2, 3), keepdims=True)
         return x.mean(axis=(2, 3), keepdims=True, dtype=np.float32)
-    if x.dtype == np.float32 and n * c * oh * ow * kh * kw >= NUMBA_WORK:
-        from ..backends.cpu import nn_kernels
-        return nn_kernels.pool2d(x, kind, (kh, kw), (sh, sw), (t, b, l, r), (oh, ow),
-                                 attrs.get("count_include_pad", True))
     # pad/crop so that every window [i*s - t, i*s - t + k) is inside the array
     need_h = (oh - 1) * sh + kh
     need_w = (ow - 1) * sw + kw
