@@ -122,6 +122,9 @@ CASES = {
     "crop": lambda F: F.crop(c4(F, X), cf(F, np.zeros((1, 1, 2, 2))), 2, [1, 1]),
     "crop_w": lambda F: F.crop(c4(F, X), cf(F, np.zeros((1, 1, 1, 3))), 3, [2]),
     "clone": lambda F: F.clone(cx(F), True),
+    "raster_transpose": lambda F: F.raster([cf(F, np.arange(6.0).reshape(2, 3))], [0, 1, 1, 3, 0, 1, 2, 1, 1, 3, 2], [3, 2]),
+    "raster_two": lambda F: F.raster([cf(F, np.arange(6.0).reshape(2, 3)), cf(F, np.arange(8.0))],
+                                     [0, 1, 1, 3, 0, 1, 2, 1, 1, 3, 2, 2, 1, 1, 1, 6, 1, 1, 1, 1, 1, 2], [4, 2]),
     "floormod": lambda F: F.floormod(cf(F, [-3.0, 4.0]), cf(F, [2.0, -3.0])),
     "svd_s": lambda F: F.svd(cf(F, np.diag([3.0, 2.0, 1.0])))[0],
     "nms": lambda F: F.nms(cf(F, [[0, 0, 1, 1], [0, 0.1, 1, 1.1], [0, 2, 1, 3], [0, 2.05, 1, 3]]),
@@ -280,3 +283,13 @@ def test_set_thread_number_drives_openblas():
     finally:
         JF.set_thread_number(os.cpu_count() or 1)
     assert get() == min(os.cpu_count() or 1, 8)
+
+
+def test_randomuniform_reproducible_and_in_range():
+    a = JF.randomuniform([3, 4], JF.float, -2.0, 3.0, 7, 9).read()
+    b = JF.randomuniform([3, 4], JF.float, -2.0, 3.0, 7, 9).read()
+    assert a.shape == (3, 4) and a.dtype == np.float32
+    np.testing.assert_array_equal(a, b)
+    assert (a >= -2).all() and (a < 3).all()
+    i = JF.randomuniform([100], JF.int, 0, 5, 1, 2).read()
+    assert i.dtype == np.int32 and i.min() >= 0 and i.max() <= 4
