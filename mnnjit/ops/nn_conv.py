@@ -292,3 +292,55 @@ def conv2d_transpose(x: Any, weight: Any, bias: Any = None, stride: Any = (1, 1)
     attrs = {"stride": stride, "dilation": dilation, "pads": tuple(int(p) for p in pads), "group": int(group),
              "act": act, "output_padding": _pair(output_padding, "output_padding")}
     return B.wrap(B.make_node("conv2d_transpose", nodes, attrs, fmt=nx.fmt))
+
+
+# ---------------------------------------------------------------- conv3d
+
+def _conv3d_infer(inputs, attrs):
+    x, w = inputs[0], inputs[1]
+    if len(x.shape) != 5 or len(w.shape) != 5:
+        raise ValueError(f"conv3d: input [N,C,D,H,W] and weight [O,C/group,kd,kh,kw] expected, got {list(x.shape)} "
+                         f"and {list(w.shape)}")
+    n, c = x.shape[:2]
+    o, ci = w.shape[:2]
+    g = attrs["group"]
+    if c != ci * g or o % g:
+        raise ValueError(f"conv3d: input has {c} channels but weight {list(w.shape)} with group={g} expects {ci * g}")
+    pads = attrs["pads"]  # (front, back, top, bottom, left, right)
+    out = [conv_out_size(x.shape[2 + i], pads[2 * i], pads[2 * i + 1], w.shape[2 + i], attrs["stride"][i],
+                         attrs["dilation"][i]) for i in range(3)]
+    if min(out) <= 0:
+        raise ValueError(f"conv3d: kernel {list(w.shape[2:])} is larger than the padded input {list(x.shape[2:])}")
+    return (n, o) + tuple(out), F32
+
+
+def conv3d_ref(xs: list, attrs: dict) -> np.ndarray:
+    """3-D convolution as a sum over depth taps of 2-D convolutions (im2col GEMMs)."""
+    x = np.asarray(xs[0], F32)
+    w = np.asarray(xs[1], F32)
+    bias = np.asarray(xs[2], F32).reshape(-1) if len(xs) > 2 else None
+    (sd, sh, sw), (dd, dh, dw) = attrs["stride"], attrs["dilation"]
+    pf, pb, t, b, l, r = attrs["pads"]
+    n, c, d = x.shape[:3]
+    kd = w.shape[2]
+    od = conv_out_size(d, pf, pb, kd, sd, dd)
+    xd = np.zeros((n, c, d + max(pf, 0) + max(pb, 0)) + x.shape[3:], F32)
+    xd[:, :, max(pf, 0): max(pf, 0) + d] = x
+    off = max(pf, 0) - pf
+    a2 = {"stride": (sh, sw), "dilation": (dh, dw), "pads": (t, b, l, r), "group": attrs["group"], "act": ""}
+    out = None
+    for i in range(od):
+        acc = None
+        for k in range(kd):
+            plane = conv2d_ref([xd[:, :, off + i * sd + k * dd], w[:, :, k]], a2)
+            acc = plane if acc is None else acc + plane
+        if out is None:
+            out = np.empty((n, w.shape[0], od) + acc.shape[2:], F32)
+        out[:, :, i] = acc
+    if bias is not None:
+        out += bias.reshape(1, -1, 1, 1, 1)
+    return apply_act(out, attrs.get("act", ""))
+
+
+register(OpDef("conv3d", "opaque", _conv3d_infer, conv3d_ref, mnn_type="Convolution3D",
+               doc="3-D convolution, NCDHW, pads (front, back, top, bottom, left, right), fused bias/act"))

@@ -172,3 +172,62 @@ def pool2d(x: Any, kind: str, kernel: Sequence[int], stride: Sequence[int] = (1,
     attrs = {"kind": kind, "kernel": kernel, "stride": stride, "pads": pads, "out": tuple(int(o) for o in out),
              "count_include_pad": bool(count_include_pad)}
     return B.wrap(B.make_node("pool2d", (node,), attrs, fmt=node.fmt))
+
+
+# ---------------------------------------------------------------- pool3d
+
+def _pool3d_infer(inputs, attrs):
+    x = inputs[0]
+    if len(x.shape) != 5:
+        raise ValueError(f"pool3d: input must be 5-D NCDHW, got shape {list(x.shape)}")
+    od, oh, ow = attrs["out"]
+    if min(od, oh, ow) <= 0:
+        raise ValueError(f"pool3d: kernel {attrs['kernel']} is larger than the padded input {x.shape[2:]}")
+    return (x.shape[0], x.shape[1], od, oh, ow), x.dtype if attrs["kind"] == "max" else F32
+
+
+def pool3d_ref(xs: list, attrs: dict) -> np.ndarray:
+    """3-D pooling: 2-D pooling of each depth slice, then a max / (count-weighted) sum over depth taps."""
+    x = xs[0]
+    n, c, d = x.shape[:3]
+    kd, kh, kw = attrs["kernel"]
+    sd, sh, sw = attrs["stride"]
+    pf, pb, t, b, l, r = attrs["pads"]
+    od, oh, ow = attrs["out"]
+    kind = attrs["kind"]
+    inc = attrs.get("count_include_pad", True)
+    a2 = {"kind": kind, "kernel": (kh, kw), "stride": (sh, sw), "pads": (t, b, l, r), "out": (oh, ow),
+          "count_include_pad": inc}
+    planes = {}
+
+    def plane(z):
+        if z not in planes:
+            planes[z] = pool2d_ref([x[:, :, z]], a2)
+        return planes[z]
+    out = np.zeros((n, c, od, oh, ow), x.dtype if kind == "max" else np.float32)
+    h = x.shape[3]
+    ch = _axis_counts(h, oh, kh, sh, t, b, inc)
+    cw = _axis_counts(x.shape[4], ow, kw, sw, l, r, inc)
+    area = np.maximum(ch[:, None] * cw[None, :], 1.0)
+    real_h = _axis_counts(h, oh, kh, sh, t, b, False)
+    real_w = _axis_counts(x.shape[4], ow, kw, sw, l, r, False)
+    real_area = np.maximum(real_h[:, None] * real_w[None, :], 1.0)
+    for i in range(od):
+        z0 = i * sd - pf
+        zs = [z for z in range(z0, z0 + kd) if 0 <= z < d]
+        if kind == "max":
+            zs = zs or [min(max(z0, 0), d - 1)]
+            out[:, :, i] = np.max(np.stack([plane(z) for z in zs]), axis=0)
+            continue
+        if not zs:
+            continue
+        # plane(z) holds a 2-D average: turn it back into a sum of real cells
+        total = sum(plane(z) * (area if inc else real_area) for z in zs)
+        depth = (min(z0 + kd, d + pb) - z0) if inc else len(zs)
+        cnt = depth * (area if inc else real_area)
+        out[:, :, i] = total / np.maximum(cnt, 1.0)
+    return out
+
+
+register(OpDef("pool3d", "opaque", _pool3d_infer, pool3d_ref, mnn_type="Pooling3D",
+               doc="3-D max/avg pooling, NCDHW, pads (front, back, top, bottom, left, right), explicit out"))
