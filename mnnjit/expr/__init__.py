@@ -176,6 +176,6 @@ from ._shape import (  # noqa: E402,F401
     broadcast_to, clone, concat, crop, expand_dims, gather, gather_nd, pad, rank, raster, reshape, reverse,
     reverse_sequence, scatter_nd, shape, size, slice, split, squeeze, stack, strided_slice, tile, transpose,
     unsqueeze, unstack)
-from ._graph import get_inputs_and_outputs, jsonop  # noqa: E402,F401
+from ._graph import jsonop  # noqa: E402,F401
 # ---------------------------------------------------------------------------------------------
 from ._io import load_as_list, load_as_dict, save, get_inputs_and_outputs  # models engineer
