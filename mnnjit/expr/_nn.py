@@ -34,8 +34,9 @@ def _conv_pads(mode: str, padding: Sequence[int], kernel_hw, in_hw, stride, dila
     return (py, py, px, px)
 
 
-def conv2d(input: Any, weight: Any, bias: Any, stride: Sequence[int] = (1, 1), padding: Sequence[int] = (0, 0),  # noqa: A002
-           dilate: Sequence[int] = (1, 1), group: int = 1, padding_mode: Any = VALID) -> Var:
+def conv2d(input: Any, weight: Any, bias: Any, stride: Sequence[int] = (1, 1),  # noqa: A002
+           padding: Sequence[int] = (0, 0), dilate: Sequence[int] = (1, 1), group: int = 1,
+           padding_mode: Any = VALID) -> Var:
     """2-D convolution of NC4HW4 ``input`` with ``weight`` [O, I/group, kh, kw] and ``bias`` [O].
 
     ``stride``, ``padding`` and ``dilate`` are (x, y) pairs as in MNN; the result is NC4HW4.
@@ -222,7 +223,8 @@ def bias_add(value: Any, bias: Any) -> Var:
     return B.binary("add", v, b)
 
 
-def normalize(x: Any, acrossSpatial: int, channelShared: int, eps: float, scale: Sequence[float]) -> Var:  # noqa: N803,A002
+def normalize(x: Any, acrossSpatial: int, channelShared: int, eps: float,  # noqa: N803
+              scale: Sequence[float]) -> Var:
     """L2 normalisation over channels (and space when ``acrossSpatial``), times ``scale``."""
     v = C.var(x)
     n = C.as_float(v._node)
@@ -266,7 +268,8 @@ def space_to_batch_nd(x: Any, block_shape: Any, paddings: Any) -> Var:
     v = C.var(x)
     if len(v.shape) != 4 or v._node.fmt != "NC4HW4":
         raise RuntimeError("parameter x must be 4-D w/ NC4HW4 format")
-    out = B.make_node("space_to_batch", (v._node,), {"block": _block(block_shape), "pads": _pairs(paddings, "paddings")})
+    attrs = {"block": _block(block_shape), "pads": _pairs(paddings, "paddings")}
+    out = B.make_node("space_to_batch", (v._node,), attrs)
     return B.wrap(out)
 
 

@@ -232,7 +232,9 @@ def conv2d_transpose_ref(xs: list, attrs: dict) -> np.ndarray:
     full = np.zeros((n, o, fh, fw), F32)
     for i in range(kh):
         for j in range(kw):
-            full[:, :, i * dh: i * dh + (h - 1) * sh + 1: sh, j * dw: j * dw + (wd - 1) * sw + 1: sw] += cols[:, :, i, j]
+            rows = slice(i * dh, i * dh + (h - 1) * sh + 1, sh)
+            cols_ = slice(j * dw, j * dw + (wd - 1) * sw + 1, sw)
+            full[:, :, rows, cols_] += cols[:, :, i, j]
     out = pad_or_crop(full, (-t, -b + ph, -l, -r + pw))
     out = np.ascontiguousarray(out)
     if bias is not None:
