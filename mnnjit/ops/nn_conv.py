@@ -103,6 +103,53 @@ def pad_or_crop(x: np.ndarray, pads: Sequence[int], value: float = 0.0, mode: st
     return x
 
 
+#: GEMMs with fewer multiply-adds run OpenBLAS on one thread (waking its threads costs more than they
+#: save on small products, and far more when other processes load the cores: docs/notes/expr.md).
+SMALL_GEMM = 1 << 26
+_blas_fns: list = []
+
+
+def _blas_thread_fns():
+    """(get, set) of numpy's bundled OpenBLAS thread count, or None when not found."""
+    if not _blas_fns:
+        import ctypes
+        import glob
+        import os
+        found = None
+        for path in sorted(glob.glob(os.path.join(os.path.dirname(np.__file__) + ".libs", "lib*openblas*.so*"))):
+            try:
+                lib = ctypes.CDLL(path)
+            except OSError:  # pragma: no cover
+                continue
+            for prefix, suffix in (("scipy_openblas_", "64_"), ("scipy_openblas_", ""), ("openblas_", "")):
+                get = getattr(lib, f"{prefix}get_num_threads{suffix}", None)
+                put = getattr(lib, f"{prefix}set_num_threads{suffix}", None)
+                if get is not None and put is not None:
+                    get.restype = ctypes.c_int
+                    found = (get, put)
+                    break
+            if found:
+                break
+        _blas_fns.append(found)
+    return _blas_fns[0]
+
+
+def gemm(a: np.ndarray, b: np.ndarray, out: np.ndarray, macs: int) -> np.ndarray:
+    """``np.matmul(a, b, out=out)``, on one OpenBLAS thread when the product is small."""
+    fns = _blas_thread_fns() if macs < SMALL_GEMM else None
+    if fns is None:
+        return np.matmul(a, b, out=out)
+    get, put = fns
+    before = get()
+    if before <= 1:
+        return np.matmul(a, b, out=out)
+    put(1)
+    try:
+        return np.matmul(a, b, out=out)
+    finally:
+        put(before)
+
+
 def apply_act(out: np.ndarray, act: str) -> np.ndarray:
     """The fused activation epilogue, in place."""
     if act == "relu":
@@ -164,7 +211,7 @@ def conv2d_ref(xs: list, attrs: dict) -> np.ndarray:
     if kh == 1 and kw == 1:
         xs_ = xp[:, :, : (oh - 1) * stride[0] + 1: stride[0], : (ow - 1) * stride[1] + 1: stride[1]]
         cols = xs_.reshape(n, g, ci, oh * ow)
-        np.matmul(w.reshape(g, o // g, ci), cols, out=gemm_out)
+        gemm(w.reshape(g, o // g, ci), cols, gemm_out, n * o * ci * oh * ow)
     elif g == c and o == c:
         out[...] = 0
         wt = w.reshape(c, kh, kw)
@@ -177,7 +224,7 @@ def conv2d_ref(xs: list, attrs: dict) -> np.ndarray:
         for i, j, view in _taps(xp, kh, kw, oh, ow, stride, dil):
             cols[:, :, i, j] = view
         cols = cols.reshape(n, g, ci * kh * kw, oh * ow)
-        np.matmul(w.reshape(g, o // g, ci * kh * kw), cols, out=gemm_out)
+        gemm(w.reshape(g, o // g, ci * kh * kw), cols, gemm_out, n * o * ci * kh * kw * oh * ow)
     if bias is not None:
         out += bias[None, :, None, None]
     return apply_act(out, attrs.get("act", ""))

@@ -51,3 +51,17 @@ def test_kernels_registered_with_the_compiler():
     kernels.load_kernel_modules()
     for op in ("conv2d", "pool2d", "resize"):
         assert op in kernels._KERNELS
+
+
+def test_small_gemm_runs_single_threaded_and_restores():
+    fns = nn_conv._blas_thread_fns()
+    if fns is None:
+        pytest.skip("no OpenBLAS thread control")
+    get, put = fns
+    before = get()
+    a = rng.standard_normal((1, 8, 5)).astype(np.float32)
+    b = rng.standard_normal((1, 5, 7)).astype(np.float32)
+    out = np.empty((1, 8, 7), np.float32)
+    nn_conv.gemm(a, b, out, 8 * 5 * 7)
+    np.testing.assert_allclose(out, a @ b, rtol=1e-6)
+    assert get() == before
