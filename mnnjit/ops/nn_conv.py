@@ -134,20 +134,33 @@ def _blas_thread_fns():
     return _blas_fns[0]
 
 
+class blas_threads_for:  # noqa: N801 - used as a context manager
+    """Context manager: OpenBLAS on one thread inside when ``macs`` < SMALL_GEMM (restored on exit)."""
+
+    __slots__ = ("macs", "restore")
+
+    def __init__(self, macs: int) -> None:
+        self.macs = macs
+        self.restore = None
+
+    def __enter__(self) -> None:
+        fns = _blas_thread_fns() if self.macs < SMALL_GEMM else None
+        if fns is not None:
+            before = fns[0]()
+            if before > 1:
+                fns[1](1)
+                self.restore = (fns[1], before)
+
+    def __exit__(self, *exc) -> None:
+        if self.restore is not None:
+            put, before = self.restore
+            put(before)
+
+
 def gemm(a: np.ndarray, b: np.ndarray, out: np.ndarray, macs: int) -> np.ndarray:
     """``np.matmul(a, b, out=out)``, on one OpenBLAS thread when the product is small."""
-    fns = _blas_thread_fns() if macs < SMALL_GEMM else None
-    if fns is None:
+    with blas_threads_for(macs):
         return np.matmul(a, b, out=out)
-    get, put = fns
-    before = get()
-    if before <= 1:
-        return np.matmul(a, b, out=out)
-    put(1)
-    try:
-        return np.matmul(a, b, out=out)
-    finally:
-        put(before)
 
 
 def apply_act(out: np.ndarray, act: str) -> np.ndarray:
