@@ -267,8 +267,7 @@ def _matmul_ex_ref(xs, attrs):
     if attrs.get("transpose_b") and b.ndim >= 2:
         b = np.swapaxes(b, -1, -2)
     from .nn_conv import blas_threads_for
-    macs = int(np.prod(np.broadcast_shapes(a.shape[:-2], b.shape[:-2]), dtype=np.int64)) * a.shape[-2] * a.shape[-1] * \
-        b.shape[-1] if a.ndim >= 2 and b.ndim >= 2 else a.size
+    macs = a.size * (b.shape[-1] if b.ndim >= 2 else 1)  # batch * m * k * n when a carries the batch dims
     with blas_threads_for(macs):
         out = np.matmul(a, b)
     if len(xs) > 2:
