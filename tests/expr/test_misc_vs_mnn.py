@@ -135,14 +135,12 @@ CASES = {
     "roi_align_max": lambda F: F.roi_align(c4(F, X), cf(F, [[0, 1, 1, 4, 3]]), 3, 2, 0.5, 0, False, F.MAXPOOL),
 }
 
-# Results whose dtype differs in real MNN for a documented reason (see docs/compat/expr.md)
-NO_DTYPE = {"histogram", "range"}
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_vs_mnn(MF, name):
     tol = 5e-4 if name == "gelu" else 2e-4  # MNN's gelu uses a fast tanh
-    both(MF, CASES[name], atol=tol, rtol=tol, check_dtype=name not in NO_DTYPE)
+    both(MF, CASES[name], atol=tol, rtol=tol)
 
 
 def test_matmul_shape_error():
