@@ -35,10 +35,11 @@ def nms_indices(boxes: np.ndarray, scores: np.ndarray, max_out: int, iou_thresho
     """Greedy non-maximum suppression: selected indices. Boxes need score > threshold (TF
     NonMaxSuppressionV3), or >= threshold with ``inclusive`` (TFLite DetectionPostProcess)."""
     boxes = np.asarray(boxes, np.float64)
-    scores = np.asarray(scores, np.float64)
+    scores = np.asarray(scores, np.float32)
     order = np.argsort(-scores, kind="stable")
     if score_threshold > -math.inf:
-        keep = scores[order] >= score_threshold if inclusive else scores[order] > score_threshold
+        thr = np.float32(score_threshold)  # compared in float32, as MNN does
+        keep = scores[order] >= thr if inclusive else scores[order] > thr
         order = order[keep]
     keep: list[int] = []
     alive = np.ones(order.size, bool)
