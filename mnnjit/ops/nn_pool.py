@@ -50,7 +50,7 @@ def resolve_mnn_pool(in_hw: Sequence[int], kernel: Sequence[int], stride: Sequen
     if global_pool:
         return {"kernel": (h, w), "stride": (1, 1), "pads": (0, 0, 0, 0), "out": (1, 1), "count_include_pad": False}
     kernel = tuple(int(k) for k in kernel)
-    stride = tuple(int(s) for s in stride)
+    stride = tuple(int(s) or 1 for s in stride)  # MNN stores 0 for "not given" (ONNX default 1)
     mode = pad_type.upper()
     if mode == "SAME":
         outs, p = [], []
