@@ -225,7 +225,7 @@ def zeros_like(x: Any) -> Var:
 
 
 def randomuniform(shape: Any, dtype: Any = None, low: float = 0.0, high: float = 1.0, seed0: int = 0,
-                  seed1: int = 0) -> Var:
+                  seed1: int = 1) -> Var:
     """Uniform random values in [low, high) (reproducible for fixed seeds; mnnjit's generator, not MNN's)."""
     dims = tuple(C.ints(shape, "shape"))
     dt = F32 if dtype is None else as_np_dtype(dtype)
