@@ -226,11 +226,10 @@ def zeros_like(x: Any) -> Var:
 
 def randomuniform(shape: Any, dtype: Any = None, low: float = 0.0, high: float = 1.0, seed0: int = 0,
                   seed1: int = 1) -> Var:
-    """Uniform random values in [low, high) (reproducible for fixed seeds; mnnjit's generator, not MNN's)."""
+    """Uniform random values in [low, high): deterministic for given seeds, as MNN (whose stream differs)."""
     dims = tuple(C.ints(shape, "shape"))
     dt = F32 if dtype is None else as_np_dtype(dtype)
-    seed = (int(seed0) << 32) ^ int(seed1) if (seed0 or seed1) else None
-    rng = np.random.default_rng(seed)
+    rng = np.random.default_rng([int(seed0) & 0xFFFFFFFF, int(seed1) & 0xFFFFFFFF])
     vals = rng.uniform(float(low), float(high), size=dims)
     arr = np.floor(vals).astype(dt) if dt.kind in "iu" else vals.astype(dt)
     return B.wrap(B.as_node(arr))
