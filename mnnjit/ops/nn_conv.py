@@ -60,7 +60,9 @@ def resolve_deconv_pads(in_hw: Sequence[int], kernel: Sequence[int], stride: Seq
                         pads: Sequence[int] = (0, 0, 0, 0)) -> tuple[int, int, int, int]:
     """Crop amounts ``(top, bottom, left, right)`` of a transposed convolution for a padding mode.
 
-    SAME makes the output ``in * stride``; the crop is split with the smaller half at the start.
+    SAME makes the output ``in * stride``; the start crop is ``max(0, k - s) // 2`` computed with the
+    undilated kernel (as real MNN does; the same as TF without dilation), the rest is cropped at the
+    end (a negative end crop grows the output with zeros plus bias).
     """
     mode = pad_mode.upper()
     if mode in ("CAFFE", "NOTSET", "EXPLICIT"):
@@ -71,12 +73,9 @@ def resolve_deconv_pads(in_hw: Sequence[int], kernel: Sequence[int], stride: Seq
         out = []
         for n, k, s, d in zip(in_hw, kernel, stride, dilation):
             full = (n - 1) * s + (k - 1) * d + 1
-            crop = full - n * s
-            if crop < 0:  # the output grows: zeros (plus bias) at the end
-                out.append((0, crop))
-                continue
-            small = crop // 2
-            out.append((crop - small, small) if mode == "SAME_LOWER" else (small, crop - small))
+            extra = max(0, k - s)
+            begin = extra - extra // 2 if mode == "SAME_LOWER" else extra // 2
+            out.append((begin, full - n * s - begin))
         return (out[0][0], out[0][1], out[1][0], out[1][1])
     raise ValueError(f"unknown padding mode {pad_mode!r}")
 
