@@ -1,6 +1,7 @@
 """The README's quick start runs, and its model step gives real MNN's answer on the same input."""
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -12,8 +13,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_quickstart_runs():
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
     out = subprocess.run([sys.executable, "examples/quickstart.py"], cwd=ROOT, capture_output=True, text=True,
-                         timeout=600)
+                         timeout=600, env=env)
     assert out.returncode == 0, out.stderr
     assert "array([[2., 4.]," in out.stdout
     assert "network input: [1, 3, 224, 224] data_format.NC4HW4" in out.stdout
