@@ -65,14 +65,17 @@ def test_four_bit_codes_packed_two_per_byte_per_block():
         Q.QuantRows(codes * 2, scale, offset, (O, Kd), block, bits=4)
 
 
-def test_half_rows_and_row_block_matmul():
+def test_half_and_quant_rows_matmul():
     rng = np.random.default_rng(4)
     w = rng.standard_normal((300, 200)).astype(np.float32)
     b = rng.standard_normal((200, 33)).astype(np.float32)
     src = Q.HalfRows(w)
-    out = np.empty((290, 33), np.float32)
-    src.matmul(10, 300, b, out)
-    assert np.allclose(out, w.astype(np.float16).astype(np.float32)[10:] @ b, atol=1e-3)
+    out = src.matmul(b)
+    assert np.allclose(out, w.astype(np.float16).astype(np.float32) @ b, atol=1e-3)
+    q = Q.QuantRows(np.ones(300 * 200, np.int8), np.full(300, 0.5), np.zeros(300), (300, 200), 200)
+    assert np.allclose(q.matmul(b), np.full((300, 200), 0.5) @ b, atol=1e-3)
+    with pytest.raises(ValueError, match="operand"):
+        src.matmul(b.T)
     assert src.nbytes == w.size * 2
 
 

@@ -23,10 +23,10 @@ import math
 from typing import Optional, Sequence, Tuple
 
 import numpy as np
-from numba import njit, prange
+from numba import get_num_threads, njit, prange
 
 from ._blas import sgemm
-from .fp16 import f16_to_f32, load, store
+from .fp16 import f16_to_f32, load, store, widen
 
 __all__ = ["ACTIVATIONS", "activation", "add", "conv2d", "depthwise_conv2d", "pool2d",
            "global_avg_pool", "storage_view", "new_like"]
@@ -179,9 +179,11 @@ def _weight_rows(wkind, w16, wq, w4, scale, offset, bs, r0, n, dst):
             for k in range(K):
                 dst[r, k] = f16_to_f32(w16[rr, k])
         elif wkind == 2:
-            for k in range(K):
-                g = k // bs
-                dst[r, k] = np.float32(wq[rr, k]) * scale[rr, g] + offset[rr, g]
+            for g in range(K // bs):
+                sc = scale[rr, g]
+                of = offset[rr, g]
+                for k in range(g * bs, (g + 1) * bs):
+                    dst[r, k] = np.float32(wq[rr, k]) * sc + of
         else:
             for k in range(K):
                 byte = np.int32(w4[rr, k >> 1])
@@ -197,81 +199,88 @@ def _keep_alive(a, b):
 
 @njit(parallel=True, cache=True)
 def _k_conv(x, H, W, wkind, w32, w16, wq, w4, scale, offset, bs, bias, out, OW, group, cg, og,
-            kh, kw, sh, sw, pt, pl, dh, dw, T, RB, act, direct):
+            kh, kw, sh, sw, pt, pl, dh, dw, T, RB, act, direct, nthreads):
     """One launch per convolution (x viewed [N, C, H*W], out [N, O, OH*OW]).
-    Tasks = (image, group, pixel tile, output-row block); each thread packs its im2col tile
-    (widening fp16 to fp32), gets float32 weight rows (a pointer into fp32 weights, or rows
-    widened/dequantized into a scratch block), multiplies with single-threaded OpenBLAS sgemm
-    and runs the fused bias + activation epilogue (narrowing to the output storage)."""
+    Tasks = (image, group, output-row block, chunk of pixel tiles); each thread gets float32
+    weight rows once (a pointer into fp32 weights, or rows widened/dequantized into a scratch
+    block), then per tile packs its im2col columns (widening fp16 to fp32), multiplies with
+    single-threaded OpenBLAS sgemm and runs the fused bias + activation epilogue (narrowing to
+    the output storage)."""
     N, C = x.shape[0], x.shape[1]
     P = out.shape[2]
     K = cg * kh * kw
     ntp = (P + T - 1) // T
     nob = (og + RB - 1) // RB
-    ntask = N * group * ntp * nob
+    # tasks = (image, group, output-row block, chunk of pixel tiles): weight rows are widened /
+    # dequantized once per task and reused by every tile of its chunk
+    nch = min(ntp, max(1, (2 * nthreads + N * group * nob - 1) // (N * group * nob)))
+    ntask = N * group * nob * nch
     pointwise = kh == 1 and kw == 1 and sh == 1 and sw == 1 and pt == 0 and pl == 0
     for task in prange(ntask):
-        ob = task % nob
-        rest = task // nob
-        tp = rest % ntp
-        rest = rest // ntp
+        ch = task % nch
+        rest = task // nch
+        ob = rest % nob
+        rest = rest // nob
         g = rest % group
         n = rest // group
-        p0 = tp * T
-        t = min(T, P - p0)
         o0 = g * og + ob * RB
         m = min(RB, g * og + og - o0)
-        acc = np.empty((m, t), np.float32)
         # scratch buffers are referenced again after sgemm (_keep_alive): a raw pointer does not
         # hold a reference, and Numba frees an array right after its last use
-        col = np.empty((1 if direct else K, t), np.float32)
+        acc = np.empty((m, T), np.float32)
+        col = np.empty((1 if direct else K, T), np.float32)
         wrows = np.empty((1 if wkind == 0 else m, K), np.float32)
-        if direct:
-            bptr = x.ctypes.data + 4 * ((n * C + g * cg) * H * W + p0)
-            ldb = H * W
-        else:
-            for k in range(K):
-                xr = x[n, g * cg + k // (kh * kw)]
-                cr = col[k]
-                if pointwise:
-                    for j in range(t):
-                        cr[j] = load(xr, p0 + j)
-                    continue
-                ky = (k // kw) % kh
-                kx = k % kw
-                oy = p0 // OW
-                ox = p0 - oy * OW
-                j = 0
-                while j < t:
-                    # one output row segment: ox .. min(OW, ox + t - j)
-                    seg = min(OW - ox, t - j)
-                    iy = oy * sh - pt + ky * dh
-                    if iy < 0 or iy >= H:
-                        for q in range(seg):
-                            cr[j + q] = np.float32(0.0)
-                    else:
-                        base = iy * W - pl + kx * dw
-                        for q in range(seg):
-                            ix = (ox + q) * sw - pl + kx * dw
-                            if 0 <= ix < W:
-                                cr[j + q] = load(xr, base + (ox + q) * sw)
-                            else:
-                                cr[j + q] = np.float32(0.0)
-                    j += seg
-                    ox = 0
-                    oy += 1
-            bptr = col.ctypes.data
-            ldb = t
         if wkind == 0:
             aptr = w32.ctypes.data + 4 * o0 * K
         else:
             _weight_rows(wkind, w16, wq, w4, scale, offset, bs, o0, m, wrows)
             aptr = wrows.ctypes.data
-        sgemm(101, 111, 111, m, t, K, np.float32(1.0), aptr, K, bptr, ldb,
-              np.float32(0.0), acc.ctypes.data, t)
+        tp0 = ch * ntp // nch
+        tp1 = (ch + 1) * ntp // nch
+        for tp in range(tp0, tp1):
+            p0 = tp * T
+            t = min(T, P - p0)
+            if direct:
+                bptr = x.ctypes.data + 4 * ((n * C + g * cg) * H * W + p0)
+                ldb = H * W
+            else:
+                for k in range(K):
+                    xr = x[n, g * cg + k // (kh * kw)]
+                    cr = col[k]
+                    if pointwise:
+                        for j in range(t):
+                            cr[j] = load(xr, p0 + j)
+                        continue
+                    ky = (k // kw) % kh
+                    kx = k % kw
+                    oy = p0 // OW
+                    ox = p0 - oy * OW
+                    j = 0
+                    while j < t:
+                        # one output row segment: ox .. min(OW, ox + t - j)
+                        seg = min(OW - ox, t - j)
+                        iy = oy * sh - pt + ky * dh
+                        if iy < 0 or iy >= H:
+                            for q in range(seg):
+                                cr[j + q] = np.float32(0.0)
+                        else:
+                            base = iy * W - pl + kx * dw
+                            for q in range(seg):
+                                ix = (ox + q) * sw - pl + kx * dw
+                                if 0 <= ix < W:
+                                    cr[j + q] = load(xr, base + (ox + q) * sw)
+                                else:
+                                    cr[j + q] = np.float32(0.0)
+                        j += seg
+                        ox = 0
+                        oy += 1
+                bptr = col.ctypes.data
+                ldb = T
+            sgemm(101, 111, 111, m, t, K, np.float32(1.0), aptr, K, bptr, ldb,
+                  np.float32(0.0), acc.ctypes.data, T)
+            for o in range(m):
+                _store_act(out[n, o0 + o], p0, acc[o], 0, bias[o0 + o], t, act)
         _keep_alive(col, wrows)
-        for o in range(m):
-            _store_act(out[n, o0 + o], p0, acc[o], 0, bias[o0 + o], t, act)
 
 
 def _conv_out_hw(h: int, w: int, kh: int, kw: int, stride, pads, dilation) -> Tuple[int, int]:
@@ -344,7 +353,7 @@ def conv2d(x: np.ndarray, weight, bias: Optional[np.ndarray], kernel: Tuple[int,
     with single_threaded_blas():
         _k_conv(storage_view(x).reshape(N, C, H * W), H, W, kind, w32, w16, wq, w4, sc, off, bs,
                 bias, storage_view(out).reshape(N, O, P), ow, group, cg, og, kh, kw, stride[0], stride[1], pads[0], pads[2], dilation[0],
-                dilation[1], T, RB, _act_code(act), direct)
+                dilation[1], T, RB, _act_code(act), direct, get_num_threads())
     return out
 
 
@@ -360,6 +369,7 @@ def _k_dw(x, w, bias, out, kh, kw, sh, sw, pt, pl, dh, dw, act):
         n = nc // C
         c = nc % C
         row = np.empty(OW, np.float32)
+        xbuf = np.empty(W, np.float32)
         for oy in range(OH):
             for q in range(OW):
                 row[q] = np.float32(0.0)
@@ -367,7 +377,7 @@ def _k_dw(x, w, bias, out, kh, kw, sh, sw, pt, pl, dh, dw, act):
                 iy = oy * sh - pt + ky * dh
                 if iy < 0 or iy >= H:
                     continue
-                xr = x[n, c, iy]
+                xr = widen(x[n, c, iy], xbuf)
                 for kx in range(kw):
                     wv = w[c, ky * kw + kx]
                     off = kx * dw - pl
@@ -381,11 +391,11 @@ def _k_dw(x, w, bias, out, kh, kw, sh, sw, pt, pl, dh, dw, act):
                     if sw == 1:
                         xs = xr[lo + off:hi + off]
                         for q in range(hi - lo):
-                            r[q] += wv * load(xs, q)
+                            r[q] += wv * xs[q]
                     else:
                         xs = xr[lo * sw + off:]
                         for q in range(hi - lo):
-                            r[q] += wv * load(xs, q * sw)
+                            r[q] += wv * xs[q * sw]
             _store_act(out[n, c, oy], 0, row, 0, bias[c], OW, act)
 
 def depthwise_conv2d(x: np.ndarray, weight: np.ndarray, bias: Optional[np.ndarray],
