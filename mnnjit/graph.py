@@ -46,7 +46,12 @@ class Node:
         self.dtype = dtype
         self.fmt = fmt
         self.name = name
-        self.live = op == "placeholder" or any(i.live for i in inputs)
+        live = op == "placeholder"
+        for i in inputs:
+            if i.live:
+                live = True
+                break
+        self.live = live
         self._value = value
         self.stamp = _write_counter
 

@@ -23,9 +23,16 @@ except ImportError:  # pragma: no cover
     AxisError = np.AxisError  # type: ignore[attr-defined]
 
 
+_VAR = None
+
+
 def _var_cls():
-    from ..var import Var
-    return Var
+    """The Var class (imported on first use: var.py imports this module)."""
+    global _VAR
+    if _VAR is None:
+        from ..var import Var
+        _VAR = Var
+    return _VAR
 
 
 # ---------------------------------------------------------------- conversion to nodes
@@ -71,8 +78,38 @@ def _deep_read(data):
     return data
 
 
+_SCALAR_CACHE: dict = {}
+
+
+def python_scalar_dtype(value: Any) -> np.dtype | None:
+    """The dtype a Python scalar operand takes (int/bool -> int32, float -> float32); None if not one."""
+    t = type(value)
+    if t is float:
+        return F32
+    if t is int or t is bool:
+        return I32
+    return None
+
+
 def scalar_node(value: Any, dtype: np.dtype | None = None) -> Node:
-    """A 0-d const node for a Python scalar (int -> int32, float -> float32, bool -> int32)."""
+    """A 0-d const node for a Python scalar (int -> int32, float -> float32, bool -> int32).
+
+    Nodes are immutable, so the nodes of common scalars are shared (cached).
+    """
+    key = (type(value), value, dtype)
+    try:
+        hit = _SCALAR_CACHE.get(key)
+    except TypeError:
+        hit = None
+    if hit is not None:
+        return hit
+    node = _scalar_node(value, dtype)
+    if len(_SCALAR_CACHE) < 4096 and value == value:
+        _SCALAR_CACHE[key] = node
+    return node
+
+
+def _scalar_node(value: Any, dtype: np.dtype | None) -> Node:
     if dtype is None:
         if isinstance(value, (bool, np.bool_)):
             dtype = I32
@@ -96,7 +133,10 @@ def as_node(x: Any) -> Node:
         return x
     if isinstance(x, (numbers.Number, np.bool_)) and not isinstance(x, np.generic):
         return scalar_node(x)
-    return const_node(to_array(x))
+    arr = to_array(x)
+    if arr is x:  # never freeze or alias the caller's array
+        arr = arr.copy()
+    return const_node(arr)
 
 
 def wrap(node: Node):
@@ -117,7 +157,11 @@ def make_node(op: str, inputs: Sequence[Node], attrs: dict | None = None, fmt: s
         attrs = dict(attrs, out_meta=tuple((tuple(s), np.dtype(d)) for s, d in metas))
         return Node(op, inputs, attrs, (), None, fmt, name=name)
     shape, dtype = opdef.infer(inputs, attrs)
-    return Node(op, inputs, attrs, tuple(int(d) for d in shape), np.dtype(dtype), fmt, name=name)
+    if type(shape) is not tuple:
+        shape = tuple(int(d) for d in shape)
+    if not isinstance(dtype, np.dtype):
+        dtype = np.dtype(dtype)
+    return Node(op, inputs, attrs, shape, dtype, fmt, name=name)
 
 
 def make(op: str, inputs: Sequence[Any], attrs: dict | None = None, fmt: str | None = None):
@@ -183,9 +227,27 @@ def unary(op: str, x: Any):
     return wrap(make_node(op, (node,)))
 
 
+def _operand_nodes(a: Any, b: Any) -> tuple[Node, Node]:
+    """Nodes for two operands; a Python scalar beside a Var becomes a const of the promoted dtype directly."""
+    Var = _var_cls()
+    if isinstance(a, Var):
+        na = a._node
+        sd = python_scalar_dtype(b)
+        if sd is not None:
+            return na, scalar_node(b, result_dtype(na.dtype, sd))
+        return na, as_node(b)
+    if isinstance(b, Var):
+        nb = b._node
+        sd = python_scalar_dtype(a)
+        if sd is not None:
+            return scalar_node(a, result_dtype(nb.dtype, sd)), nb
+        return as_node(a), nb
+    return as_node(a), as_node(b)
+
+
 def binary(op: str, a: Any, b: Any):
     """Apply elementwise binary ``op`` with numpy broadcasting and MNN's dtype rules."""
-    na, nb = as_node(a), as_node(b)
+    na, nb = _operand_nodes(a, b)
     dt = result_dtype(na.dtype, nb.dtype)
     if op in FLOAT_BINARY and dt.kind != "f":
         dt = F32

@@ -17,6 +17,12 @@ from .registry import OpDef, register
 
 def broadcast_shape(*shapes: tuple[int, ...]) -> tuple[int, ...]:
     """numpy's broadcast of shapes, with numpy's error message naming the shapes."""
+    if len(shapes) == 2:
+        s0, s1 = shapes
+        if s0 == s1 or not s1:
+            return s0
+        if not s0:
+            return s1
     ndim = max(len(s) for s in shapes)
     out = [1] * ndim
     for s in shapes:
@@ -32,12 +38,20 @@ def broadcast_shape(*shapes: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(out)
 
 
+def _shape_of(inputs) -> tuple[int, ...]:
+    if len(inputs) == 1:
+        return inputs[0].shape
+    if len(inputs) == 2:
+        return broadcast_shape(inputs[0].shape, inputs[1].shape)
+    return broadcast_shape(*(i.shape for i in inputs))
+
+
 def _same_dtype(inputs, attrs):
-    return broadcast_shape(*(i.shape for i in inputs)), inputs[-1].dtype
+    return _shape_of(inputs), inputs[-1].dtype
 
 
 def _int32_out(inputs, attrs):
-    return broadcast_shape(*(i.shape for i in inputs)), I32
+    return _shape_of(inputs), I32
 
 
 def _float_out(inputs, attrs):

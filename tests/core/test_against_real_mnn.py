@@ -42,3 +42,30 @@ def test_same_repr_as_real_mnn(source):
     theirs = eval(source, {"np": rnp, "F": RF})
     assert repr(ours) == repr(theirs)
     assert type(ours).__name__ == type(theirs).__name__
+
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+from hypothesis.extra import numpy as hnp  # noqa: E402
+import numpy as onp  # noqa: E402
+
+
+@settings(max_examples=30, deadline=None)
+@given(a=hnp.arrays(onp.float32, hnp.array_shapes(min_dims=1, max_dims=3, max_side=6),
+                    elements=st.floats(-1e4, 1e4, width=32)),
+       k=st.floats(-10, 10, width=32).filter(lambda v: abs(v) > 1e-3))
+def test_random_arithmetic_prints_like_real_mnn(a, k):
+    ours = (np.array(a) * k + 1) / 3
+    theirs = (rnp.array(a) * k + 1) / 3
+    assert repr(ours) == repr(theirs)
+    assert ours.shape == theirs.shape
+    assert ours.read_as_tuple() == pytest.approx(theirs.read_as_tuple(), rel=1e-6, abs=1e-6)
+
+
+@settings(max_examples=30, deadline=None)
+@given(a=hnp.arrays(onp.int32, hnp.array_shapes(min_dims=1, max_dims=3, max_side=5),
+                    elements=st.integers(-1000, 1000)))
+def test_random_int_reductions_like_real_mnn(a):
+    assert np.array(a).sum() == rnp.array(a).sum()
+    assert repr(np.array(a).sum(0)) == repr(rnp.array(a).sum(0))
+    assert repr(np.array(a) > 3) == repr(rnp.array(a) > 3)

@@ -1,1 +1,4 @@
-"""The Numba CPU backend (kernels are imported lazily: importing this package never imports numba)."""
+"""The Numba CPU backend: fused kernels generated from fusion groups, hand-written kernels, kernel cache.
+
+Importing this package does not import numba; :mod:`.jit` does, on the first compiled kernel.
+"""
