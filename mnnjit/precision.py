@@ -43,7 +43,7 @@ import numpy as np
 
 __all__ = ["Modes", "parse_modes", "activation_dtype", "keeps_quantized", "weight_storage",
            "conv_weight_source", "depthwise_weight", "to_storage", "from_storage",
-           "weight_nbytes", "set_executor_modes", "executor_modes", "NORMAL", "HIGH", "LOW",
+           "weight_nbytes", "plan_for_modes", "set_executor_modes", "executor_modes", "NORMAL", "HIGH", "LOW",
            "LOW_BF"]
 
 NORMAL, HIGH, LOW, LOW_BF = 0, 1, 2, 3
@@ -180,6 +180,29 @@ def from_storage(x: np.ndarray) -> np.ndarray:
 def weight_nbytes(source: Any) -> int:
     """Bytes a weight source (or array) keeps in memory."""
     return int(source.nbytes)
+
+
+def plan_for_modes(program: Any, signature: tuple, precision: int = NORMAL,
+                   memory: int = NORMAL) -> Any:
+    """The model runner's hook (``nn.Module._plan``): ``program.plan(signature)`` for fp32 modes
+    (nothing imported), otherwise a :class:`mnnjit.backends.cpu.mode_exec.ModePlan` (fp16
+    storage and/or quantized weights) built once per (signature, modes) and cached on the
+    program. With memory=low the float ExecutionPlan is dropped once the ModePlan holds the
+    codes, so the decoded float weights are freed. Dynamic plans (control flow) run unchanged."""
+    modes = parse_modes({"precision": precision, "memory": memory})
+    if not (modes.fp16 or modes.keep_quantized):
+        return program.plan(signature)
+    cache = program.__dict__.setdefault("_mode_plans", {})
+    mp = cache.get((signature, modes))
+    if mp is None:
+        plan = program.plan(signature)
+        if getattr(plan, "dynamic", False):
+            return plan
+        from .backends.cpu.mode_exec import ModePlan
+        mp = cache[(signature, modes)] = ModePlan(plan, modes)
+        if modes.keep_quantized and mp.weights:
+            program._plans.pop(signature, None)
+    return mp
 
 
 _EXECUTOR = {"modes": Modes()}

@@ -101,8 +101,24 @@ def _add_act(dst, a, b, i0, n, act):
 _CHUNK = 8192
 
 
+def _writable(a: np.ndarray) -> np.ndarray:
+    """``a`` as a writable array: Numba compiles a separate specialisation for read-only arrays
+    (graph constants and cached node values are read-only), so hand it a writable view when
+    numpy allows one, else a copy. The kernels never write their inputs."""
+    if a.flags.writeable:
+        return a
+    v = a.view()
+    try:
+        v.flags.writeable = True
+        return v
+    except ValueError:
+        return a.copy()
+
+
 def storage_view(a: np.ndarray) -> np.ndarray:
-    """The array a kernel takes: float16 -> its uint16 bits; float32 unchanged."""
+    """The array a kernel takes: float16 -> its uint16 bits; float32 unchanged (read-only arrays
+    are given as writable views, see :func:`_writable`)."""
+    a = _writable(a)
     if a.dtype == np.float16:
         return a.view(np.uint16)
     if a.dtype == np.float32:
@@ -333,7 +349,7 @@ def conv2d(x: np.ndarray, weight, bias: Optional[np.ndarray], kernel: Tuple[int,
     if K != cg * kh * kw:
         raise ValueError(f"conv2d: weight has {K} columns, expected C/group*kh*kw = "
                          f"{cg}*{kh}*{kw} = {cg * kh * kw}")
-    bias = np.zeros(O, np.float32) if bias is None else np.ascontiguousarray(bias, np.float32)
+    bias = np.zeros(O, np.float32) if bias is None else _writable(np.ascontiguousarray(bias, np.float32))
     if bias.shape != (O,):
         raise ValueError(f"conv2d: bias shape {bias.shape}, expected ({O},)")
     oh, ow = _conv_out_hw(H, W, kh, kw, stride, pads, dilation)
@@ -407,12 +423,12 @@ def depthwise_conv2d(x: np.ndarray, weight: np.ndarray, bias: Optional[np.ndarra
         raise ValueError(f"depthwise_conv2d: input must be NCHW, got shape {x.shape}")
     N, C, H, W = x.shape
     kh, kw = kernel
-    w = np.ascontiguousarray(weight, np.float32)
+    w = _writable(np.ascontiguousarray(weight, np.float32))
     if w.size != C * kh * kw:
         raise ValueError(f"depthwise_conv2d: weight has {w.size} values, expected "
                          f"C*kh*kw = {C * kh * kw}")
     w = w.reshape(C, kh * kw)
-    b = np.zeros(C, np.float32) if bias is None else np.ascontiguousarray(bias, np.float32)
+    b = np.zeros(C, np.float32) if bias is None else _writable(np.ascontiguousarray(bias, np.float32))
     oh, ow = _conv_out_hw(H, W, kh, kw, stride, pads, dilation)
     out = np.empty((N, C, oh, ow), x.dtype)
     _k_dw(storage_view(np.ascontiguousarray(x)), w, b, storage_view(out), kh, kw, stride[0],

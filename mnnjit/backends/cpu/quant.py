@@ -37,6 +37,8 @@ class DenseRows:
         w = np.ascontiguousarray(w, np.float32)
         if w.ndim != 2:
             raise ValueError(f"weight matrix must be 2-D [O, K], got shape {w.shape}")
+        if not w.flags.writeable:       # one Numba specialisation: writable arrays
+            w = w.copy()
         self.w = w
         self.shape: Tuple[int, int] = w.shape
 
