@@ -113,29 +113,38 @@ def kernel_bench(reps: int) -> List[dict]:
     return rows
 
 
-def model_child(model: str, p: int, m: int, reps: int) -> dict:
-    """Run in a fresh process: one model in one mode through the precision kernels."""
-    sys.path.insert(0, str(ROOT / "tests" / "precision"))
-    from precision_convnet import ConvNet
-    from mnnjit.precision import Modes
+def model_child(model: str, p: int, m: int, reps: int, impl: str = "runner") -> dict:
+    """Run in a fresh process: one model in one mode through ``mnnjit.nn`` (the model runner;
+    ``impl="runner"``), or through a ModePlan forced even for fp32 (``impl="kernels"``: the
+    same Numba kernels in fp32 storage, the fair baseline for fp16)."""
+    import mnnjit.expr as F
+    import mnnjit.nn as nn
     data = np.load(MODELS / f"{model}.npz")
     x, ref = data["in0_x"], data["out0_logits"]
     import mnnjit.backends.cpu.fp16_kernels  # noqa: F401  (numba, llvm loaded before baseline)
     rss0 = vm_hwm_mb()
-    net = ConvNet(str(MODELS / f"{model}.mnn"), Modes(p, m))
-    rss_loaded = vm_hwm_mb()
+    rt = nn.create_runtime_manager(({"precision": p, "memory": m},))
+    mod = nn.load_module_from_file(str(MODELS / f"{model}.mnn"), ["x"], ["logits"],
+                                   runtime_manager=rt)
+    xv = F.const(x, list(x.shape), F.NCHW)
+    if impl == "kernels":
+        from mnnjit.backends.cpu.mode_exec import ModePlan
+        from mnnjit.precision import Modes
+        sig, _ = mod._prepare(xv)
+        mod._last_sig, mod._last_plan = sig, ModePlan(mod._program.plan(sig), Modes(p, m))
     t0 = time.perf_counter()
-    y = net.forward(x)
+    y = np.asarray(mod.forward(xv).read())
     first = time.perf_counter() - t0
-    t = timeit(lambda: net.forward(x), reps)
-    return {"model": model, "precision": p, "memory": m, "impl": "mnnjit", **t,
-            "first_call_s": round(first, 2),
-            "peak_rss_mb": vm_hwm_mb(),
-            "rss_growth_mb": vm_hwm_mb() - rss0,
-            "rss_load_mb": rss_loaded - rss0,
-            "weight_mb": net.weight_nbytes / 2 ** 20,
-            "act_mb": net.activation_nbytes / 2 ** 20 if hasattr(net, "activation_nbytes") else None,
-            "max_abs_err": float(np.abs(y - ref).max())}
+    rss_loaded = vm_hwm_mb()
+    t = timeit(lambda: mod.forward(xv).read(), reps)
+    plan = mod._last_plan
+    return {"model": model, "precision": p, "memory": m, "impl": f"mnnjit-{impl}", **t,
+            "first_call_s": round(first, 2), "peak_rss_mb": vm_hwm_mb(),
+            "rss_growth_mb": vm_hwm_mb() - rss0, "rss_after_first_mb": rss_loaded - rss0,
+            "weight_mb": (plan.weight_nbytes / 2 ** 20) if hasattr(plan, "weight_nbytes") else None,
+            "act_mb": (plan.last_activation_nbytes / 2 ** 20)
+            if hasattr(plan, "last_activation_nbytes") else None,
+            "max_abs_err": float(np.abs(y.reshape(ref.shape) - ref).max())}
 
 
 def mnn_child(model: str, p: int, m: int, reps: int) -> dict:
@@ -177,13 +186,15 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--quick", action="store_true", help="fewer repetitions")
     ap.add_argument("--json", help="write all results here")
-    ap.add_argument("--no-kernels", action="store_true")
+    ap.add_argument("--no-kernels", action="store_true", help="skip the kernel-level table")
     ap.add_argument("--child", nargs=5, help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.child:
         kind, model, p, m, reps = a.child
-        fn = model_child if kind == "mnnjit" else mnn_child
-        print(json.dumps(fn(model, int(p), int(m), int(reps))))
+        if kind == "MNN":
+            print(json.dumps(mnn_child(model, int(p), int(m), int(reps))))
+        else:
+            print(json.dumps(model_child(model, int(p), int(m), int(reps), kind)))
         return
     reps = 10 if a.quick else 30
     results: Dict[str, list] = {"kernels": [], "models": []}
@@ -193,10 +204,11 @@ def main() -> None:
             print(json.dumps(r))
     for model in ("mobilenetv2", "mobilenetv2_wq8"):
         for p, m in MODES:
-            for kind in ("mnnjit", "MNN"):
+            kinds = ("runner", "kernels", "MNN") if (p, m) == (0, 0) else ("runner", "MNN")
+            for kind in kinds:
                 r = run_child(kind, model, p, m, reps)
                 results["models"].append(r)
-                print(json.dumps({k: (round(v, 3) if isinstance(v, float) else v)
+                print(json.dumps({k: (float(f"{v:.4g}") if isinstance(v, float) else v)
                                   for k, v in r.items()}))
     if a.json:
         Path(a.json).write_text(json.dumps(results, indent=1))

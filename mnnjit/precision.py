@@ -21,16 +21,18 @@ MNN's runtime config (``MNN.nn.create_runtime_manager(({'precision': ..., 'memor
                           Float (non-quantized) models are unaffected, as in MNN.
 ========================  ==========================================================================
 
-For Vars built with ``mnnjit.expr``: ``precision`` set through ``set_global_executor_config`` is
-kept by :func:`set_executor_modes`; the compiler asks :func:`executor_modes` and, under
-precision=low, may keep intermediates of fused NN kernels (conv, depthwise conv, pooling,
-activation/add chains) in float16; values a user reads stay float32 (MNN also returns float32).
-``memory`` has no effect on expr-built Vars (they carry no quantized weights).
+For Vars built with ``mnnjit.expr``: the precision given to ``set_global_executor_config`` is
+what :func:`executor_modes` returns; under precision=low the compiler may keep intermediates of
+fused NN kernels (conv, depthwise conv, pooling, activation/add chains) in float16 with the
+kernels of :mod:`mnnjit.backends.cpu.fp16_kernels` (not wired into the compiler yet); values a
+user reads stay float32 (MNN also returns float32). ``memory`` has no effect on expr-built Vars
+(they carry no quantized weights).
 
-The model runner calls, per model: :func:`parse_modes` (config dict -> :class:`Modes`), per conv:
-:func:`conv_weight_source` (weights as kept in memory), :func:`depthwise_weight` (small float
-``[C, kh*kw]`` expanded per call), and :func:`activation_dtype` for the activation storage dtype;
-:func:`to_storage`/:func:`from_storage` at the model's inputs/outputs.
+The model runner (``mnnjit.nn.Module._plan``) calls :func:`plan_for_modes` with the runtime
+manager's precision/memory; it returns the plain plan for fp32 modes, else a ModePlan (fp16
+storage, quantized weights). Lower-level pieces for other runners: :func:`parse_modes`,
+:func:`conv_weight_source`/:func:`depthwise_weight`/:func:`weight_storage` (weights as kept in
+memory), :func:`activation_dtype`, :func:`to_storage`/:func:`from_storage`.
 
 Only numpy is imported here; the Numba-backed classes are imported inside the functions.
 """
@@ -205,16 +207,18 @@ def plan_for_modes(program: Any, signature: tuple, precision: int = NORMAL,
     return mp
 
 
-_EXECUTOR = {"modes": Modes()}
-
-
 def set_executor_modes(precision: Any = NORMAL, memory: Any = NORMAL) -> Modes:
-    """Set the modes for Vars built with ``mnnjit.expr`` (``set_global_executor_config``)."""
+    """Set the modes for Vars built with ``mnnjit.expr``; the precision is stored where
+    ``expr.set_global_executor_config`` records it (``mnnjit.expr._config.settings``)."""
+    from .expr._config import settings
     m = parse_modes({"precision": precision, "memory": memory})
-    _EXECUTOR["modes"] = m
+    settings["precision"] = m.precision
+    settings["memory"] = m.memory
     return m
 
 
 def executor_modes() -> Modes:
-    """The modes the compiler applies to expr-built Vars."""
-    return _EXECUTOR["modes"]
+    """The modes the compiler should apply to expr-built Vars (from ``set_global_executor_config``)."""
+    from .expr._config import settings
+    return parse_modes({"precision": settings.get("precision", NORMAL),
+                        "memory": settings.get("memory", NORMAL)})

@@ -208,6 +208,9 @@ class ModePlan:
                         if v.shape != shape:
                             v = v.reshape(shape)
                     vals[out] = v
+        #: bytes of every intermediate this forward produced (float16 under precision=low)
+        self.last_activation_nbytes = sum(vals[st[-1]].nbytes for st in self.steps
+                                          if isinstance(vals[st[-1]], np.ndarray))
         outs = []
         for s, shape in zip(self.out_slots, self.out_shapes):
             v = _f32(vals[s])
