@@ -52,6 +52,15 @@ def timeit(fn: Callable[[], object], reps: int) -> Dict[str, float]:
     return {"min_ms": 1e3 * min(ts), "med_ms": 1e3 * float(np.median(ts))}
 
 
+def _set_threads() -> None:
+    n = int(os.environ.get("MNNJIT_BENCH_THREADS", "0") or 0)
+    if n:
+        import numba
+        from mnnjit.expr._config import _apply_threads
+        numba.set_num_threads(n)
+        _apply_threads(n)
+
+
 def kernel_bench(reps: int) -> List[dict]:
     """fp16 vs fp32 storage of the same kernels, and quantized GEMM strategies."""
     from mnnjit.backends.cpu import fp16_kernels as K
@@ -153,8 +162,9 @@ def mnn_child(model: str, p: int, m: int, reps: int) -> dict:
     data = np.load(MODELS / f"{model}.npz")
     x, ref = data["in0_x"], data["out0_logits"]
     rss0 = vm_hwm_mb()
+    threads = int(os.environ.get("MNNJIT_BENCH_THREADS", "0") or 0) or 2
     rt = MNN.nn.create_runtime_manager(({"backend": 0, "precision": p, "memory": m,
-                                         "numThread": 2},))
+                                         "numThread": threads},))
     net = MNN.nn.load_module_from_file(str(MODELS / f"{model}.mnn"), ["x"], ["logits"],
                                        runtime_manager=rt)
     inp = MNN.expr.const(x, list(x.shape), MNN.expr.NCHW)
@@ -187,9 +197,14 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="fewer repetitions")
     ap.add_argument("--json", help="write all results here")
     ap.add_argument("--no-kernels", action="store_true", help="skip the kernel-level table")
+    ap.add_argument("--threads", type=int, default=0,
+                    help="compute threads (Numba and OpenBLAS; MNN numThread); 0 = all")
     ap.add_argument("--child", nargs=5, help=argparse.SUPPRESS)
     a = ap.parse_args()
+    if a.threads:
+        os.environ["MNNJIT_BENCH_THREADS"] = str(a.threads)
     if a.child:
+        _set_threads()
         kind, model, p, m, reps = a.child
         if kind == "MNN":
             print(json.dumps(mnn_child(model, int(p), int(m), int(reps))))
@@ -199,6 +214,7 @@ def main() -> None:
     reps = 10 if a.quick else 30
     results: Dict[str, list] = {"kernels": [], "models": []}
     if not a.no_kernels:
+        _set_threads()
         results["kernels"] = kernel_bench(reps)
         for r in results["kernels"]:
             print(json.dumps(r))

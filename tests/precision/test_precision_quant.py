@@ -90,3 +90,16 @@ def test_dynamic_int8_gemm_within_quantization_error():
     got = Q.gemm_dynamic_int8(src, b)
     err = np.abs(got - exact).max() / np.abs(exact).max()
     assert err < 0.02
+
+
+@pytest.mark.parametrize("n", [1, 3, 8, 9])
+def test_quant_matmul_narrow_and_wide_per_block_asymmetric(n):
+    rng = np.random.default_rng(6)
+    O, Kd, block = 37, 48, 16
+    codes = rng.integers(-128, 128, O * Kd).astype(np.int8)
+    scale = rng.uniform(0.001, 0.01, O * Kd // block).astype(np.float32)
+    offset = rng.uniform(-0.5, 0.5, O * Kd // block).astype(np.float32)
+    src = Q.QuantRows(codes, scale, offset, (O, Kd), block)
+    b = rng.standard_normal((Kd, n)).astype(np.float32)
+    want = src.dense().astype(np.float64) @ b
+    assert np.allclose(src.matmul(b), want, rtol=1e-4, atol=1e-4)

@@ -385,7 +385,9 @@ def _k_dw(x, w, bias, out, kh, kw, sh, sw, pt, pl, dh, dw, act):
         n = nc // C
         c = nc % C
         row = np.empty(OW, np.float32)
-        xbuf = np.empty(W, np.float32)
+        pbuf = np.empty(H * W, np.float32)
+        # fp16: the whole input plane widened once (L2-resident); fp32: the plane itself
+        plane = widen(x[n, c].reshape(H * W), pbuf)
         for oy in range(OH):
             for q in range(OW):
                 row[q] = np.float32(0.0)
@@ -393,7 +395,7 @@ def _k_dw(x, w, bias, out, kh, kw, sh, sw, pt, pl, dh, dw, act):
                 iy = oy * sh - pt + ky * dh
                 if iy < 0 or iy >= H:
                     continue
-                xr = widen(x[n, c, iy], xbuf)
+                xr = plane[iy * W:(iy + 1) * W]
                 for kx in range(kw):
                     wv = w[c, ky * kw + kx]
                     off = kx * dw - pl

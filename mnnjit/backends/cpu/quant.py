@@ -160,7 +160,14 @@ class QuantRows:
             _k_deq8(self.codes, self.scale, self.offset, self.block, r0, out)
 
     def matmul(self, b: np.ndarray) -> np.ndarray:
-        """``W @ b`` in float32, dequantizing one row block at a time inside the GEMM kernel."""
+        """``W @ b`` in float32. Few columns (a classifier, batch <= 8): a direct kernel reading
+        the codes once (``sum(code * b) * scale + offset * sum(b)`` per group, exact); more: the
+        conv kernel's dequantize-a-row-block + sgemm."""
+        b = np.ascontiguousarray(b, np.float32)
+        if b.ndim == 2 and b.shape[0] == self.shape[1] and b.shape[1] <= 8 and self.bits > 4:
+            out = np.empty((self.shape[0], b.shape[1]), np.float32)
+            _k_qgemm_narrow(self.codes, self.scale, self.offset, self.block, b, out)
+            return out
         return _gemm(self, b)
 
     def dense(self) -> np.ndarray:
@@ -168,6 +175,33 @@ class QuantRows:
         out = np.empty(self.shape, np.float32)
         self.rows(0, out)
         return out
+
+
+@njit(parallel=True, cache=True)
+def _k_qgemm_narrow(codes, scale, offset, bs, b, out):
+    """out[o, t] = sum_g scale[o,g] * sum_{k in g} codes[o,k] * b[k,t] + offset[o,g] * sum b[k,t]
+    for a narrow ``b`` [K, N] (N small): weights read once as int8, no float copy."""
+    O, K = codes.shape
+    N = b.shape[1]
+    bt = np.ascontiguousarray(b.T)
+    gsum = np.empty((K // bs, N), np.float32)
+    for g in range(K // bs):
+        for t in range(N):
+            s = np.float32(0.0)
+            for k in range(g * bs, (g + 1) * bs):
+                s += bt[t, k]
+            gsum[g, t] = s
+    for o in prange(O):
+        cr = codes[o]
+        for t in range(N):
+            br = bt[t]
+            tot = np.float32(0.0)
+            for g in range(K // bs):
+                acc = np.float32(0.0)
+                for k in range(g * bs, (g + 1) * bs):
+                    acc += np.float32(cr[k]) * br[k]
+                tot += acc * scale[o, g] + offset[o, g] * gsum[g, t]
+            out[o, t] = tot
 
 
 def _gemm(src, b: np.ndarray) -> np.ndarray:
