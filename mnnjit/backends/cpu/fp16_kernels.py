@@ -375,46 +375,78 @@ def conv2d(x: np.ndarray, weight, bias: Optional[np.ndarray], kernel: Tuple[int,
 
 # ---------------------------------------------------------------- depthwise
 @njit(parallel=True, cache=True)
-def _k_dw(x, w, bias, out, kh, kw, sh, sw, pt, pl, dh, dw, act):
-    """Depthwise conv: out[n, c] = act(sum_k w[c, k] * x[n, c, shifted] + bias[c]); one output
-    row at a time in a float32 row buffer, each tap a contiguous (stride 1) or strided slice
-    loop over the valid output columns."""
+def _k_dw(x, w, bias, out, kh, kw, sh, sw, pt, pl, dh, dw, act, nchunk):
+    """Depthwise conv: out[n, c] = act(sum_k w[c, k] * x[n, c, shifted] + bias[c]).
+
+    Channels are split into ``nchunk`` chunks (buffers allocated once per chunk). Per channel the
+    input plane is copied (fp16: widened) into a zero-bordered float32 plane, so every tap is
+    in bounds; an output row is then a loop over contiguous (stride 1) or strided columns, with
+    the 3x3 case written out (9 terms, one pass per output row)."""
     N, C, H, W = x.shape
     OH, OW = out.shape[2], out.shape[3]
-    for nc in prange(N * C):
-        n = nc // C
-        c = nc % C
+    HP = (OH - 1) * sh + (kh - 1) * dh + 1
+    WP = (OW - 1) * sw + (kw - 1) * dw + 1
+    NC = N * C
+    for chunk in prange(nchunk):
+        c0 = chunk * NC // nchunk
+        c1 = (chunk + 1) * NC // nchunk
+        pad = np.zeros((HP, WP), np.float32)
         row = np.empty(OW, np.float32)
-        pbuf = np.empty(H * W, np.float32)
-        # fp16: the whole input plane widened once (L2-resident); fp32: the plane itself
-        plane = widen(x[n, c].reshape(H * W), pbuf)
-        for oy in range(OH):
-            for q in range(OW):
-                row[q] = np.float32(0.0)
-            for ky in range(kh):
-                iy = oy * sh - pt + ky * dh
-                if iy < 0 or iy >= H:
+        for nc in range(c0, c1):
+            n = nc // C
+            c = nc % C
+            src = x[n, c]
+            for iy in range(HP):
+                yy = iy - pt
+                prow = pad[iy]
+                if yy < 0 or yy >= H:
+                    for ix in range(WP):
+                        prow[ix] = np.float32(0.0)
                     continue
-                xr = plane[iy * W:(iy + 1) * W]
-                for kx in range(kw):
-                    wv = w[c, ky * kw + kx]
-                    off = kx * dw - pl
-                    lo = 0 if off >= 0 else (-off + sw - 1) // sw
-                    hi = (W - 1 - off) // sw + 1 if W - 1 - off >= 0 else 0
-                    if hi > OW:
-                        hi = OW
-                    if hi <= lo:
-                        continue
-                    r = row[lo:hi]
-                    if sw == 1:
-                        xs = xr[lo + off:hi + off]
-                        for q in range(hi - lo):
-                            r[q] += wv * xs[q]
+                sr = src[yy]
+                for ix in range(WP):
+                    xx = ix - pl
+                    if 0 <= xx < W:
+                        prow[ix] = load(sr, xx)
                     else:
-                        xs = xr[lo * sw + off:]
-                        for q in range(hi - lo):
-                            r[q] += wv * xs[q * sw]
-            _store_act(out[n, c, oy], 0, row, 0, bias[c], OW, act)
+                        prow[ix] = np.float32(0.0)
+            b = bias[c]
+            wc = w[c]
+            for oy in range(OH):
+                y0 = oy * sh
+                if kh == 3 and kw == 3 and sw == 1 and dw == 1:
+                    r0 = pad[y0]
+                    r1 = pad[y0 + dh]
+                    r2 = pad[y0 + 2 * dh]
+                    w0, w1, w2, w3, w4, w5, w6, w7, w8 = (wc[0], wc[1], wc[2], wc[3], wc[4],
+                                                          wc[5], wc[6], wc[7], wc[8])
+                    for ox in range(OW):
+                        row[ox] = (b + w0 * r0[ox] + w1 * r0[ox + 1] + w2 * r0[ox + 2]
+                                   + w3 * r1[ox] + w4 * r1[ox + 1] + w5 * r1[ox + 2]
+                                   + w6 * r2[ox] + w7 * r2[ox + 1] + w8 * r2[ox + 2])
+                elif kh == 3 and kw == 3 and sw == 2 and dw == 1:
+                    r0 = pad[y0]
+                    r1 = pad[y0 + dh]
+                    r2 = pad[y0 + 2 * dh]
+                    w0, w1, w2, w3, w4, w5, w6, w7, w8 = (wc[0], wc[1], wc[2], wc[3], wc[4],
+                                                          wc[5], wc[6], wc[7], wc[8])
+                    for ox in range(OW):
+                        i = 2 * ox
+                        row[ox] = (b + w0 * r0[i] + w1 * r0[i + 1] + w2 * r0[i + 2]
+                                   + w3 * r1[i] + w4 * r1[i + 1] + w5 * r1[i + 2]
+                                   + w6 * r2[i] + w7 * r2[i + 1] + w8 * r2[i + 2])
+                else:
+                    for ox in range(OW):
+                        row[ox] = b
+                    for ky in range(kh):
+                        pr = pad[y0 + ky * dh]
+                        for kx in range(kw):
+                            wv = wc[ky * kw + kx]
+                            off = kx * dw
+                            for ox in range(OW):
+                                row[ox] += wv * pr[ox * sw + off]
+                _store_act(out[n, c, oy], 0, row, 0, np.float32(0.0), OW, act)
+
 
 def depthwise_conv2d(x: np.ndarray, weight: np.ndarray, bias: Optional[np.ndarray],
                      kernel: Tuple[int, int], stride=(1, 1), pads=(0, 0, 0, 0),
@@ -433,8 +465,9 @@ def depthwise_conv2d(x: np.ndarray, weight: np.ndarray, bias: Optional[np.ndarra
     b = np.zeros(C, np.float32) if bias is None else _writable(np.ascontiguousarray(bias, np.float32))
     oh, ow = _conv_out_hw(H, W, kh, kw, stride, pads, dilation)
     out = np.empty((N, C, oh, ow), x.dtype)
+    nchunk = min(N * C, 4 * get_num_threads())
     _k_dw(storage_view(np.ascontiguousarray(x)), w, b, storage_view(out), kh, kw, stride[0],
-          stride[1], pads[0], pads[2], dilation[0], dilation[1], _act_code(act))
+          stride[1], pads[0], pads[2], dilation[0], dilation[1], _act_code(act), nchunk)
     return out
 
 
