@@ -215,7 +215,7 @@ def _keep_alive(a, b):
 
 @njit(parallel=True, cache=True)
 def _k_conv(x, H, W, wkind, w32, w16, wq, w4, scale, offset, bs, bias, out, OW, group, cg, og,
-            kh, kw, sh, sw, pt, pl, dh, dw, T, RB, act, direct, nthreads):
+            kh, kw, sh, sw, pt, pl, dh, dw, T, RB, act, direct, pointwise, nthreads):
     """One launch per convolution (x viewed [N, C, H*W], out [N, O, OH*OW]).
     Tasks = (image, group, output-row block, chunk of pixel tiles); each thread gets float32
     weight rows once (a pointer into fp32 weights, or rows widened/dequantized into a scratch
@@ -231,7 +231,6 @@ def _k_conv(x, H, W, wkind, w32, w16, wq, w4, scale, offset, bs, bias, out, OW, 
     # dequantized once per task and reused by every tile of its chunk
     nch = min(ntp, max(1, (2 * nthreads + N * group * nob - 1) // (N * group * nob)))
     ntask = N * group * nob * nch
-    pointwise = kh == 1 and kw == 1 and sh == 1 and sw == 1 and pt == 0 and pl == 0
     for task in prange(ntask):
         ch = task % nch
         rest = task // nch
@@ -369,7 +368,7 @@ def conv2d(x: np.ndarray, weight, bias: Optional[np.ndarray], kernel: Tuple[int,
     with single_threaded_blas():
         _k_conv(storage_view(x).reshape(N, C, H * W), H, W, kind, w32, w16, wq, w4, sc, off, bs,
                 bias, storage_view(out).reshape(N, O, P), ow, group, cg, og, kh, kw, stride[0], stride[1], pads[0], pads[2], dilation[0],
-                dilation[1], T, RB, _act_code(act), direct, get_num_threads())
+                dilation[1], T, RB, _act_code(act), direct, pointwise, get_num_threads())
     return out
 
 
