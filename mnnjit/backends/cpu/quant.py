@@ -177,31 +177,42 @@ class QuantRows:
         return out
 
 
-@njit(parallel=True, cache=True)
+@njit(fastmath=True, inline="always")
+def _qdot(cr, br, k0, k1):
+    c = cr[k0:k1]        # slices indexed from 0: see fp16_kernels._store_act on vectorisation
+    x = br[k0:k1]
+    acc = np.float32(0.0)
+    for k in range(k1 - k0):
+        acc += np.float32(c[k]) * x[k]
+    return acc
+
+
+@njit(parallel=True, cache=True, fastmath=True)
 def _k_qgemm_narrow(codes, scale, offset, bs, b, out):
     """out[o, t] = sum_g scale[o,g] * sum_{k in g} codes[o,k] * b[k,t] + offset[o,g] * sum b[k,t]
     for a narrow ``b`` [K, N] (N small): weights read once as int8, no float copy."""
     O, K = codes.shape
     N = b.shape[1]
+    G = K // bs
     bt = np.ascontiguousarray(b.T)
-    gsum = np.empty((K // bs, N), np.float32)
-    for g in range(K // bs):
+    gsum = np.empty((G, N), np.float32)
+    for g in range(G):
         for t in range(N):
             s = np.float32(0.0)
             for k in range(g * bs, (g + 1) * bs):
                 s += bt[t, k]
             gsum[g, t] = s
-    for o in prange(O):
-        cr = codes[o]
-        for t in range(N):
-            br = bt[t]
-            tot = np.float32(0.0)
-            for g in range(K // bs):
-                acc = np.float32(0.0)
-                for k in range(g * bs, (g + 1) * bs):
-                    acc += np.float32(cr[k]) * br[k]
-                tot += acc * scale[o, g] + offset[o, g] * gsum[g, t]
-            out[o, t] = tot
+    nch = min(O, 64)
+    for ch in prange(nch):
+        for o in range(ch * O // nch, (ch + 1) * O // nch):
+            cr = codes[o]
+            for t in range(N):
+                br = bt[t]
+                tot = np.float32(0.0)
+                for g in range(G):
+                    tot += _qdot(cr, br, g * bs, (g + 1) * bs) * scale[o, g] \
+                        + offset[o, g] * gsum[g, t]
+                out[o, t] = tot
 
 
 def _gemm(src, b: np.ndarray) -> np.ndarray:
