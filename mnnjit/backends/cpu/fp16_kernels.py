@@ -25,8 +25,9 @@ from typing import Optional, Sequence, Tuple
 import numpy as np
 from numba import get_num_threads, njit, prange
 
-from ._blas import sgemm
+from ._blas import sgemm, single_threaded_blas
 from .fp16 import f16_to_f32, load, store, widen
+from .quant import DenseRows, HalfRows, QuantRows, as_weight_source
 
 __all__ = ["ACTIVATIONS", "activation", "add", "conv2d", "depthwise_conv2d", "pool2d",
            "global_avg_pool", "storage_view", "new_like"]
@@ -322,7 +323,6 @@ def _conv_out_hw(h: int, w: int, kh: int, kw: int, stride, pads, dilation) -> Tu
 
 def _weight_args(src):
     """(kind, w32, w16, wq, w4, scale, offset, block) for the conv kernel."""
-    from .quant import DenseRows, HalfRows, QuantRows
     if isinstance(src, DenseRows):
         return W_DENSE, src.w, _U16_DUMMY, _I8_DUMMY, _U8_DUMMY, _S_DUMMY, _S_DUMMY, 1
     if isinstance(src, HalfRows):
@@ -347,8 +347,6 @@ def conv2d(x: np.ndarray, weight, bias: Optional[np.ndarray], kernel: Tuple[int,
     ``pads`` = (top, bottom, left, right). One parallel kernel packs each output tile of
     ``tile`` pixels (widened to float32), multiplies it with OpenBLAS sgemm and narrows it in
     the fused bias + activation epilogue. Use :func:`depthwise_conv2d` for depthwise convs."""
-    from ._blas import single_threaded_blas
-    from .quant import as_weight_source
     src = as_weight_source(weight)
     if x.ndim != 4:
         raise ValueError(f"conv2d: input must be NCHW (4-D), got shape {x.shape}")
