@@ -106,7 +106,8 @@ class ModePlan:
             O, cg, kh, kw = w_node.shape
             C = ins[0].shape[1]
             g = int(n.attrs.get("group", 1))
-            bias = None if len(ins) == 2 else np.asarray(ins[2].value, np.float32)
+            # writable copy: a read-only constant would be copied by the kernel wrapper per call
+            bias = None if len(ins) == 2 else np.array(ins[2].value, np.float32)
             q = qconsts.get(id(w_node))
             if q is not None:
                 qw, _, opid = q
