@@ -90,8 +90,13 @@ class _Module:
     def _plan(self, sig: tuple) -> ExecutionPlan:
         if sig == self._last_sig:
             return self._last_plan
+        rt = self._rt
         try:
-            plan = self._program.plan(sig)
+            if rt is not None and (rt.precision == 2 or rt.memory == 2):
+                from ..precision import plan_for_modes   # fp16 storage / quantized weights (CPU)
+                plan = plan_for_modes(self._program, sig, rt.precision, rt.memory)
+            else:
+                plan = self._program.plan(sig)
         except (ValueError, TypeError, IndexError) as exc:
             shapes = ", ".join(f"{spec.name!r}: {list(shape)}" for spec, (shape, _, _) in zip(self._program.inputs, sig))
             raise type(exc)(f"the model cannot take inputs of shapes {{{shapes}}}: {exc}") from exc
