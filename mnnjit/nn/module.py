@@ -93,7 +93,9 @@ class _Module:
         rt = self._rt
         try:
             if rt is not None and (rt.precision == 2 or rt.memory == 2):
-                from ..precision import plan_for_modes   # fp16 storage / quantized weights (CPU)
+                # fp16 storage / quantized weights: the precision engineer's ModePlan over a plan
+                # translated with plain conv2d nodes (program.plain_conv, set at load)
+                from ..precision import plan_for_modes
                 plan = plan_for_modes(self._program, sig, rt.precision, rt.memory)
             else:
                 plan = self._program.plan(sig)
@@ -215,6 +217,8 @@ def load_module_from_file(file_name: str, input_names: Sequence[str] = (), outpu
     program = load_program(file_name, list(input_names or []), list(output_names or []), weight_path)
     memory = runtime_manager.memory if runtime_manager is not None else int(getattr(memory_mode, "value", memory_mode))
     program.memory = memory
+    if runtime_manager is not None and (runtime_manager.precision == 2 or runtime_manager.memory == 2):
+        program.plain_conv, program.memory = True, 0  # ModePlan keeps the codes itself
     mod = _Module(program, runtime_manager, "")
     if runtime_manager is None and (thread_num or num_thread) > 1:
         mod._threads = int(thread_num or num_thread)

@@ -99,9 +99,11 @@ def test_memory_low_keeps_weights_quantized(fx, flags) -> None:
     path = os.path.join(fx, "r18_low" + "_".join(f.strip("-") for f in flags) + ".mnn")
     convert(os.path.join(fx, "r18.onnx"), path, *flags)
     x = np.random.default_rng(6).standard_normal((1, 3, 64, 64)).astype(np.float32)
-    rt = MNN.nn.create_runtime_manager({"memory": "low"})
-    m = MNN.nn.load_module_from_file(path, ["x"], ["logits"], runtime_manager=rt)
+    m = MNN.nn.load_module_from_file(path, ["x"], ["logits"], memory_mode=2)  # mnn_conv2d with codes
     got = m.forward([MNN.expr.const(x, [1, 3, 64, 64])])[0].read()
+    rt = MNN.nn.create_runtime_manager({"memory": "low"})  # the precision modes' ModePlan
+    via_rt = MNN.nn.load_module_from_file(path, ["x"], ["logits"], runtime_manager=rt)
+    got_rt = via_rt.forward([MNN.expr.const(x, [1, 3, 64, 64])])[0].read()
     convs = [n for n in m._last_plan.order if n.op == "mnn_conv2d"]
     assert convs and any(n.attrs["weights"].quantized for n in convs)
     dense = MNN.nn.load_module_from_file(path, ["x"], ["logits"])
@@ -110,7 +112,7 @@ def test_memory_low_keeps_weights_quantized(fx, flags) -> None:
     f_bytes = sum(n.attrs["weights"].nbytes for n in dense._last_plan.order if n.op == "mnn_conv2d")
     assert q_bytes < f_bytes / 2
     exp = real_mnn_forward(path, {"x": x}, ["logits"])[0]
-    assert close(got, exp)
+    assert close(got, exp) and close(got_rt, exp)
 
 
 def test_compiled_kernels_match_reference(fx) -> None:
