@@ -214,6 +214,8 @@ def _nan_arg(op: str, a: Any, axis: Any, out: Any, keepdims: bool):
     if axis is None and not keepdims:
         if bool(B.reduce("reduce_all", isn, None, False).read_view().item()):
             raise ValueError("All-NaN slice encountered")
+    elif bool(B.reduce("reduce_any", B.reduce("reduce_all", isn, axis, False), None, False).read_view().item()):
+        raise ValueError("All-NaN slice encountered")
     fill = -_math.inf if op == "argmax" else _math.inf
     return _arg(op, B.select(isn, fill, x), axis, out, keepdims)
 
@@ -376,6 +378,15 @@ def _q_result(res: Var, qa: _np.ndarray, axis: Any, keepdims: bool, out: Any):
     return res
 
 
+def _check_nonempty_quantile(a: Any, axis: Any) -> None:
+    """numpy's percentile/quantile raise IndexError on an empty reduction (median gives NaN instead)."""
+    n = node(a)
+    axes = B.normalize_axes(axis, len(n.shape))
+    if _count(n, axes) == 0:
+        raise IndexError("cannot take a percentile/quantile of an empty array: index -1 is out of bounds "
+                         "for axis 0 with size 0")
+
+
 def _method_arg(method: str, kwargs: dict) -> str:
     if "interpolation" in kwargs:
         method = kwargs.pop("interpolation")
@@ -386,6 +397,7 @@ def percentile(a: Any, q: Any, axis: Any = None, out: Any = None, overwrite_inpu
                method: str = "linear", keepdims: bool = False, **kwargs: Any):
     """The ``q``-th percentiles (0..100) along ``axis`` (float32; numpy's 'linear' method by default)."""
     qa = _q_array(q, 100.0)
+    _check_nonempty_quantile(a, axis)
     res = _quantile(a, qa, axis, keepdims, _method_arg(method, kwargs), False)
     return _q_result(res, qa, axis, keepdims, out)
 
@@ -394,6 +406,7 @@ def quantile(a: Any, q: Any, axis: Any = None, out: Any = None, overwrite_input:
              method: str = "linear", keepdims: bool = False, **kwargs: Any):
     """The ``q``-th quantiles (0..1) along ``axis``."""
     qa = _q_array(q, 1.0)
+    _check_nonempty_quantile(a, axis)
     res = _quantile(a, qa, axis, keepdims, _method_arg(method, kwargs), False)
     return _q_result(res, qa, axis, keepdims, out)
 
