@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import math as _math
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as _np
 
@@ -881,4 +881,3 @@ def trace(a: Any, offset: int = 0, axis1: int = 0, axis2: int = 1, dtype: Any = 
     return finish(res.read_view().item() if len(res._node.shape) == 0 and out is None else res, out)
 
 
-_unused = (Sequence, I32)
