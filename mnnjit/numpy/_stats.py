@@ -444,6 +444,8 @@ def _scan(op: str, x: Any, axis: Any, dtype: Any, out: Any) -> Var:
     n = node(x)
     if dtype is not None:
         n = B.cast_node(n, _as_np_dtype(dtype))
+    elif n.dtype.kind in "iu" and n.dtype.itemsize < 4:
+        n = B.cast_node(n, I32)  # numpy accumulates small integers in the platform int (narrowed: int32)
     if axis is None:
         n, ax = flat(_w(n))._node, 0
     else:
