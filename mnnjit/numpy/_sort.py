@@ -142,6 +142,8 @@ def unique(ar: Any, return_index: bool = False, return_inverse: bool = False, re
 
 
 def _unique_axis(n, axis, return_index, return_inverse, return_counts):
+    if not is_int(axis):
+        raise TypeError(f"unique: axis must be a single integer, got {axis!r}")
     ax = axis_arg(axis, len(n.shape))
     arr = var(n).read_view()
     res = _np.unique(arr, return_index=return_index, return_inverse=return_inverse,
