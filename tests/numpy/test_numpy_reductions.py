@@ -27,6 +27,8 @@ def _outcome(fn, *args, **kwargs):
     try:
         return _np_call(fn, *args, **kwargs), None
     except (ValueError, TypeError, IndexError) as exc:
+        # numpy's median of an all-empty result fails inside its own reshape (mnnjit returns the empty result)
+        assume("cannot reshape array of size 0" not in str(exc))
         return None, type(exc)
 
 
