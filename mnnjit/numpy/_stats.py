@@ -18,8 +18,58 @@ from ._core import var as _w
 _BY_SHAPE = frozenset({"reduce_sum", "reduce_prod"})
 
 
-def _reduce(op: str, a: Any, axis: Any, keepdims: Any, dtype: Any = None, out: Any = None):
-    res = B.reduce(op, a, axis, bool(keepdims), dtype)
+_COMBINE = {"reduce_sum": "add", "reduce_prod": "mul", "reduce_max": "maximum", "reduce_min": "minimum",
+            "reduce_all": "logical_and", "reduce_any": "logical_or"}
+
+
+def _identity(op: str, dt: _np.dtype):
+    if op in ("reduce_sum", "reduce_any"):
+        return 0
+    if op in ("reduce_prod", "reduce_all"):
+        return 1
+    info = _np.finfo(dt) if dt.kind == "f" else _np.iinfo(dt)
+    if dt.kind == "f":
+        return -_math.inf if op == "reduce_max" else _math.inf
+    return int(info.min) if op == "reduce_max" else int(info.max)
+
+
+def _reduce(op: str, a: Any, axis: Any, keepdims: Any, dtype: Any = None, out: Any = None,
+            kwargs: dict | None = None):
+    """A reduction with numpy's ``where=`` (masked elements ignored) and ``initial=`` keywords."""
+    kwargs = kwargs or {}
+    unknown = set(kwargs) - {"where", "initial"}
+    if unknown:
+        raise TypeError(f"{op.replace('reduce_', '')}() got an unexpected keyword argument {sorted(unknown)[0]!r}")
+    where = kwargs.get("where", True)
+    initial = kwargs.get("initial", None)
+    x = _w(node(a))
+    if dtype is not None:
+        x = B.cast(x, dtype)
+    if where is not True:
+        if op == "reduce_mean":
+            mask = B.broadcast_to(B.binary("not_equal", where, 0), x._node.shape)
+            s = B.reduce("reduce_sum", B.select(mask, B.cast(x, F32), 0.0), axis, bool(keepdims))
+            c = B.cast(B.reduce("reduce_sum", mask, axis, bool(keepdims)), F32)
+            res = B.binary("div", s, c)
+            return finish(res, out) if out is not None else scalar_or_var(res, axis, bool(keepdims))
+        if op not in _COMBINE:
+            raise TypeError(f"{op.replace('reduce_', '')}() does not support where=")
+        if op in ("reduce_max", "reduce_min") and initial is None:
+            raise ValueError(f"reduction operation '{'maximum' if op == 'reduce_max' else 'minimum'}' does not "
+                             "have an identity, so to use a where mask one has to specify 'initial'")
+        x = B.broadcast_to(B.select(where, x, _identity(op, x._node.dtype)),
+                           _np.broadcast_shapes(x._node.shape, node(where).shape))
+    if initial is not None and op not in _COMBINE:
+        raise TypeError(f"{op.replace('reduce_', '')}() got an unexpected keyword argument 'initial'")
+    if initial is not None:
+        # reduce [x..., initial] over the reduced axes: numpy's ``initial`` (also for empty slices)
+        xl, kept, kd_shape = _to_last(x._node, axis)
+        init = B.broadcast_to(B.cast(initial, x._node.dtype), kept + (1,))
+        res = B.reduce(op, B.concat([xl, init], len(kept)), len(kept), False)
+        if keepdims:
+            res = B.reshape(res, kd_shape)
+    else:
+        res = B.reduce(op, x, axis, bool(keepdims))
     if out is not None:
         return finish(res, out)
     return scalar_or_var(res, axis, bool(keepdims), by_shape=op in _BY_SHAPE)
@@ -28,27 +78,27 @@ def _reduce(op: str, a: Any, axis: Any, keepdims: Any, dtype: Any = None, out: A
 def sum(a: Any, axis: Any = None, out: Any = None, keepdims: bool = False, dtype: Any = None,  # noqa: A001
         **kwargs: Any):
     """Sum over ``axis`` (int32 for integers; a Python scalar for the whole array)."""
-    return _reduce("reduce_sum", a, axis, keepdims, dtype, out)
+    return _reduce("reduce_sum", a, axis, keepdims, dtype, out, kwargs)
 
 
 def prod(a: Any, axis: Any = None, out: Any = None, keepdims: bool = False, dtype: Any = None, **kwargs: Any):
     """Product over ``axis`` (a Python scalar for the whole array)."""
-    return _reduce("reduce_prod", a, axis, keepdims, dtype, out)
+    return _reduce("reduce_prod", a, axis, keepdims, dtype, out, kwargs)
 
 
 def mean(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdims: bool = False, **kwargs: Any):
     """Arithmetic mean over ``axis`` (float32; a Python float for the whole array)."""
-    return _reduce("reduce_mean", a, axis, keepdims, dtype, out)
+    return _reduce("reduce_mean", a, axis, keepdims, dtype, out, kwargs)
 
 
 def amax(a: Any, axis: Any = None, out: Any = None, keepdims: bool = False, **kwargs: Any):
     """Maximum over ``axis`` (numpy's ValueError for empty input)."""
-    return _reduce("reduce_max", a, axis, keepdims, None, out)
+    return _reduce("reduce_max", a, axis, keepdims, None, out, kwargs)
 
 
 def amin(a: Any, axis: Any = None, out: Any = None, keepdims: bool = False, **kwargs: Any):
     """Minimum over ``axis`` (numpy's ValueError for empty input)."""
-    return _reduce("reduce_min", a, axis, keepdims, None, out)
+    return _reduce("reduce_min", a, axis, keepdims, None, out, kwargs)
 
 
 max = amax  # noqa: A001
@@ -57,13 +107,13 @@ min = amin  # noqa: A001
 
 def all(a: Any, axis: Any = None, out: Any = None, keepdims: Any = None, **kwargs: Any):  # noqa: A001
     """Whether all elements are non-zero (a Python bool for the whole array; int32 0/1 per axis)."""
-    res = _reduce("reduce_all", a, axis, keepdims, None, out)
+    res = _reduce("reduce_all", a, axis, keepdims, None, out, kwargs)
     return bool(res) if not isinstance(res, Var) else res
 
 
 def any(a: Any, axis: Any = None, out: Any = None, keepdims: Any = None, **kwargs: Any):  # noqa: A001
     """Whether any element is non-zero (a Python bool for the whole array; int32 0/1 per axis)."""
-    res = _reduce("reduce_any", a, axis, keepdims, None, out)
+    res = _reduce("reduce_any", a, axis, keepdims, None, out, kwargs)
     return bool(res) if not isinstance(res, Var) else res
 
 
