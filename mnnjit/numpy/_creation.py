@@ -330,7 +330,7 @@ def meshgrid(*xi: Any, copy: bool = True, sparse: bool = False, indexing: str = 
 
 
 # ---------------------------------------------------------------- from functions, buffers, files
-def fromfunction(function: Callable, shape: Sequence[int], *, dtype: Any = _np.float32, **kwargs: Any):
+def fromfunction(function: Callable, shape: Sequence[int], dtype: Any = _np.float32, **kwargs: Any):
     """``function`` called with the index grids of ``shape`` (float32 by default)."""
     grids = _np.indices(tuple(int(s) for s in shape))
     return function(*(const(g, dtype) for g in grids), **kwargs)

@@ -180,7 +180,7 @@ def flatnonzero(a: Any) -> Var:
     return const(_np.flatnonzero(vals).astype(_np.int32))
 
 
-def count_nonzero(a: Any, axis: Any = None, *, keepdims: bool = False):
+def count_nonzero(a: Any, axis: Any = None, keepdims: bool = False):
     """Number of non-zero values (a Python int for the whole array)."""
     n = node(a)
     nz = B.make_node("not_equal", (n, B.scalar_node(0, n.dtype)))

@@ -18,6 +18,13 @@ from ._core import var as _w
 _BY_SHAPE = frozenset({"reduce_sum", "reduce_prod"})
 
 
+def _check_kwargs(name: str, kwargs: dict, allowed: tuple = ()) -> None:
+    """numpy's TypeError for keywords a function does not take."""
+    unknown = sorted(set(kwargs) - set(allowed))
+    if unknown:
+        raise TypeError(f"{name}() got an unexpected keyword argument {unknown[0]!r}")
+
+
 _COMBINE = {"reduce_sum": "add", "reduce_prod": "mul", "reduce_max": "maximum", "reduce_min": "minimum",
             "reduce_all": "logical_and", "reduce_any": "logical_or"}
 
@@ -176,32 +183,41 @@ def _var_impl(a: Any, axis: Any, dtype: Any, keepdims: bool, ddof: float, nan: b
 _builtin_max = __builtins__["max"] if isinstance(__builtins__, dict) else __builtins__.max
 
 
-def var(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdims: bool = False, *,
-        ddof: float = 0, **kwargs: Any):
+def var(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, ddof: float = 0,
+        keepdims: bool = False, **kwargs: Any):
     """Variance ``mean((x - mean(x))**2)`` over ``axis`` (float32; Python float for the whole array)."""
+    ddof = _ddof("var", ddof, kwargs)
     res = _var_impl(a, axis, dtype, keepdims, ddof, False)
     return finish(scalar_or_var(res, axis, keepdims) if out is None else res, out)
 
 
-def std(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdims: bool = False, *,
-        ddof: float = 0, **kwargs: Any):
+def std(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, ddof: float = 0,
+        keepdims: bool = False, **kwargs: Any):
     """Standard deviation over ``axis`` (float32; Python float for the whole array)."""
+    ddof = _ddof("std", ddof, kwargs)
     res = B.unary("sqrt", _var_impl(a, axis, dtype, keepdims, ddof, False))
     return finish(scalar_or_var(res, axis, keepdims) if out is None else res, out)
 
 
-def nanvar(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdims: bool = False, *,
-           ddof: float = 0, **kwargs: Any):
+def nanvar(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, ddof: float = 0,
+        keepdims: bool = False, **kwargs: Any):
     """Variance ignoring NaNs."""
+    ddof = _ddof("nanvar", ddof, kwargs)
     res = _var_impl(a, axis, dtype, keepdims, ddof, True)
     return finish(scalar_or_var(res, axis, keepdims) if out is None else res, out)
 
 
-def nanstd(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdims: bool = False, *,
-           ddof: float = 0, **kwargs: Any):
+def nanstd(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, ddof: float = 0,
+        keepdims: bool = False, **kwargs: Any):
     """Standard deviation ignoring NaNs."""
+    ddof = _ddof("nanstd", ddof, kwargs)
     res = B.unary("sqrt", _var_impl(a, axis, dtype, keepdims, ddof, True))
     return finish(scalar_or_var(res, axis, keepdims) if out is None else res, out)
+
+
+def _ddof(name: str, ddof: float, kwargs: dict) -> float:
+    _check_kwargs(name, kwargs, ("correction",))
+    return kwargs.get("correction", ddof)
 
 
 def _nan_fill(a: Any, value: float) -> Var:
@@ -214,16 +230,19 @@ def _nan_fill(a: Any, value: float) -> Var:
 
 def nansum(a: Any, axis: Any = None, out: Any = None, keepdims: bool = False, dtype: Any = None, **kwargs: Any):
     """Sum treating NaNs as zero."""
+    _check_kwargs("nansum", kwargs)
     return _reduce("reduce_sum", _nan_fill(a, 0.0), axis, keepdims, dtype, out)
 
 
 def nanprod(a: Any, axis: Any = None, out: Any = None, keepdims: bool = False, dtype: Any = None, **kwargs: Any):
     """Product treating NaNs as one."""
+    _check_kwargs("nanprod", kwargs)
     return _reduce("reduce_prod", _nan_fill(a, 1.0), axis, keepdims, dtype, out)
 
 
 def nanmean(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdims: bool = False, **kwargs: Any):
     """Mean ignoring NaNs (NaN for all-NaN slices)."""
+    _check_kwargs("nanmean", kwargs)
     n = to_float(a)
     x = _w(n)
     valid = B.unary("logical_not", B.unary("isnan", x))
@@ -247,11 +266,13 @@ def _nan_extreme(op: str, a: Any, axis: Any, out: Any, keepdims: bool):
 
 def nanmax(a: Any, axis: Any = None, out: Any = None, keepdims: bool = False, **kwargs: Any):
     """Maximum ignoring NaNs (NaN for all-NaN slices)."""
+    _check_kwargs("nanmax", kwargs)
     return _nan_extreme("reduce_max", a, axis, out, keepdims)
 
 
 def nanmin(a: Any, axis: Any = None, out: Any = None, keepdims: bool = False, **kwargs: Any):
     """Minimum ignoring NaNs (NaN for all-NaN slices)."""
+    _check_kwargs("nanmin", kwargs)
     return _nan_extreme("reduce_min", a, axis, out, keepdims)
 
 
@@ -438,8 +459,9 @@ def _check_nonempty_quantile(a: Any, axis: Any) -> None:
 
 
 def _method_arg(method: str, kwargs: dict) -> str:
-    if "interpolation" in kwargs:
+    if "interpolation" in kwargs:  # MNN's (and old numpy's) name for ``method``
         method = kwargs.pop("interpolation")
+    _check_kwargs("percentile", kwargs, ("weights",) if kwargs.get("weights") is None else ())
     return method
 
 
