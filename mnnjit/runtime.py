@@ -1,8 +1,9 @@
 """Evaluation entry point: front ends ask here for node values; the active executor computes them.
 
-The default executor is the numpy reference evaluator; the compiler installs its own (which
-dispatches small work to the reference path and larger work to compiled kernels) with
-:func:`set_executor`.
+The default executor is the compiler's dispatcher (``mnnjit.compiler.executor``, imported on the
+first evaluation; it runs small work on the numpy reference path and imports numba only when work
+reaches the compile threshold). ``set_executor(mnnjit.backends.reference.evaluate)`` forces the
+reference path; ``set_executor(None)`` restores the default.
 """
 from __future__ import annotations
 
@@ -25,8 +26,8 @@ def set_executor(fn: Executor | None) -> Executor | None:
 def get_executor() -> Executor:
     """The executor in use."""
     if _executor is None:
-        from .backends.reference import evaluate as ref_evaluate
-        return ref_evaluate
+        from .compiler.executor import evaluate as compiled_evaluate
+        return compiled_evaluate
     return _executor
 
 

@@ -66,7 +66,7 @@ def resize(src: Any, dsize: Any = None, fx: float | None = None, fy: float | Non
     fx = float(fx or 0.0)
     fy = float(fy or 0.0)
     if dw > 0 and dh > 0:
-        sx, sy = w / dw, h / dh
+        sx, sy = 1.0 / (dw / w), 1.0 / (dh / h)  # as OpenCV: 1 / inv_scale
     else:
         if fx <= 0 or fy <= 0:
             raise ValueError(f"resize: dsize {dsize!r} is empty and fx={fx}, fy={fy} are not both positive")

@@ -30,6 +30,8 @@ def ints(v: Any, name: str, n: int | None = None) -> list[int]:
         v = v.reshape(-1).tolist()
     elif isinstance(v, (numbers.Integral, np.integer)):
         v = [v]
+    elif isinstance(v, (list, tuple)) and any(isinstance(i, (list, tuple, Var, np.ndarray)) for i in v):
+        v = np.concatenate([np.asarray(i.read_view() if isinstance(i, Var) else i).reshape(-1) for i in v]).tolist()
     try:
         out = [int(i) for i in v]
     except (TypeError, ValueError):

@@ -3,6 +3,7 @@ set_global_executor_config (what each means for mnnjit is in docs/compat/expr.md
 from __future__ import annotations
 
 import gc as _gc
+import os
 import sys
 from typing import Any
 
@@ -32,7 +33,30 @@ def gc(full: Any = True) -> None:
     _gc.collect()
 
 
+def _openblas_setter():
+    """numpy's bundled OpenBLAS ``set_num_threads`` function (None when it cannot be found)."""
+    import ctypes
+    import glob
+    import os
+
+    import numpy as np
+    libdir = os.path.dirname(np.__file__) + ".libs"
+    for path in sorted(glob.glob(os.path.join(libdir, "lib*openblas*.so*"))):
+        try:
+            lib = ctypes.CDLL(path)
+        except OSError:  # pragma: no cover - unreadable library
+            continue
+        for name in ("scipy_openblas_set_num_threads64_", "scipy_openblas_set_num_threads", "openblas_set_num_threads"):
+            fn = getattr(lib, name, None)
+            if fn is not None:
+                return fn
+    return None
+
+
 def _apply_threads(n: int) -> None:
+    setter = _openblas_setter()
+    if setter is not None:
+        setter(max(1, min(n, os.cpu_count() or 1)))
     numba = sys.modules.get("numba")
     if numba is not None:
         try:
@@ -42,7 +66,8 @@ def _apply_threads(n: int) -> None:
 
 
 def set_thread_number(numberThread: int) -> None:  # noqa: N803 - MNN's name
-    """Number of compute threads, clamped to [1, 8] as MNN does (applied to Numba's parallel kernels)."""
+    """Number of compute threads, clamped to [1, 8] as MNN does (applied to numpy's OpenBLAS and to Numba's
+    parallel kernels, capped at the number of CPUs)."""
     n = max(1, min(8, int(numberThread)))
     settings["threads"] = n
     _apply_threads(n)

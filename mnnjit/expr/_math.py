@@ -37,7 +37,7 @@ def _reduce(op: str, name: str, as_bool: bool = False):
         n = C.node(x)
         if as_bool:
             n = B.make_node("not_equal", (n, B.scalar_node(0, n.dtype)))
-        return B.reduce(op, n, _axes(axis, len(n.shape)), bool(keepdims))
+        return B.reduce("reduce_" + op, n, _axes(axis, len(n.shape)), bool(keepdims))
     fn.__name__ = name
     fn.__doc__ = f"{name}(x, axis=[], keepdims=False): reduce over ``axis`` (all axes when empty)."
     return fn

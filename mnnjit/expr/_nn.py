@@ -184,8 +184,8 @@ def selu(x: Any, scale: float, alpha: float) -> Var:
 
 
 def gelu(x: Any) -> Var:
-    """Gaussian error linear unit (erf form)."""
-    return B.unary("gelu", x)
+    """Gaussian error linear unit, tanh approximation (MNN's UnaryOp GELU)."""
+    return B.unary("gelu_tanh", x)
 
 
 def softplus(x: Any) -> Var:

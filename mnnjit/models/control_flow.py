@@ -100,6 +100,8 @@ def if_op(ctx: Ctx, op, xs):
 def while_op(ctx: Ctx, op, xs):
     """Unroll the loop: run ``body`` while ``cond`` is true, feeding updated tensors back."""
     p = op.main or {}
+    if not p.get("cond_graph") and p.get("aliases_inputs") is None:
+        return _loop(ctx, op, xs)
     aliases = p.get("aliases_inputs") or []
     state: dict[str, Node] = {}
     for k, node in enumerate(xs):
@@ -135,3 +137,58 @@ def while_op(ctx: Ctx, op, xs):
     if missing:
         raise ValueError(f"{ctx.op_label}: loop output {missing[0]!r} is not a loop variable")
     return [state[n] for n in out_names]
+
+
+def _loop(ctx: Ctx, op, xs):
+    """ONNX-Loop form of While (no aliases): inputs (M, cond, carried...); body inputs (i, cond,
+    carried...); body outputs (cond, carried..., scan...); outputs (carried..., scans stacked on a
+    new first axis)."""
+    p = op.main or {}
+    name = str(p.get("body_graph"))
+    sub = ctx.subgraphs.get(name)
+    if sub is None:
+        raise ValueError(f"{ctx.op_label}: the model has no subgraph {name!r}")
+    tn = list(sub.tensors or [])
+    in_names = [tn[t] for t in sub.inputs or []]
+    out_names = [tn[t] for t in sub.outputs or []]
+    n_carried = len(xs) - 2
+    if len(in_names) != n_carried + 2 or len(out_names) < n_carried + 1:
+        raise ValueError(f"{ctx.op_label}: loop body {name!r} has {len(in_names)} inputs and {len(out_names)} "
+                         f"outputs for {n_carried} loop variables")
+    trip = xs[0]
+    if trip.size == 0:
+        max_trip = MAX_ITERATIONS
+    else:
+        if trip.live and not ctx.dynamic:
+            raise NeedsValuesError(f"{ctx.op_label}: loop trip count depends on the inputs")
+        max_trip = int(np.asarray(ctx.value(trip, "trip count")).reshape(-1)[0])
+        if max_trip < 0:
+            max_trip = MAX_ITERATIONS
+    cond = xs[1]
+    carried = list(xs[2:])
+    scans: list[list[Node]] = [[] for _ in out_names[n_carried + 1:]]
+    i = 0
+    while i < max_trip:
+        if cond.size:
+            truth = _truth(ctx, cond)
+            if truth is None:
+                raise NeedsValuesError(f"{ctx.op_label}: loop condition depends on the inputs")
+            if not truth:
+                break
+        feeds = {in_names[0]: ctx.const(np.asarray(i, np.int32)), in_names[1]: cond}
+        feeds.update(zip(in_names[2:], carried))
+        outs = run_subgraph(ctx, name, feeds, out_names)
+        cond = outs[0]
+        carried = outs[1:n_carried + 1]
+        for lst, node in zip(scans, outs[n_carried + 1:]):
+            lst.append(node)
+        i += 1
+        if i >= MAX_ITERATIONS:
+            raise RuntimeError(f"{ctx.op_label}: loop ran more than {MAX_ITERATIONS} iterations")
+    stacked = []
+    for lst in scans:
+        if not lst:
+            raise NotImplementedError(f"{ctx.op_label}: a loop that runs zero times has empty scan outputs")
+        parts = [node_of(B.reshape(n, (1,) + n.shape)) for n in lst]
+        stacked.append(node_of(B.concat(parts, 0)) if len(parts) > 1 else parts[0])
+    return carried + stacked

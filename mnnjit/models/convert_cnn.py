@@ -140,11 +140,9 @@ _POOL_KIND = {"MAXPOOL": "max", "AVEPOOL": "avg"}
 
 
 def _count_rule(attrs: dict, count_type: str) -> dict:
-    if count_type == "INCLUDE_PADDING":
-        return dict(attrs, count_include_pad=True)
-    if count_type == "EXCLUDE_PADDING":
-        return dict(attrs, count_include_pad=False)
-    return attrs
+    """Average divisor: only INCLUDE_PADDING counts padded cells; DEFAULT (what the converter writes
+    for ONNX count_include_pad=0) and EXCLUDE_PADDING count the real cells (checked against real MNN)."""
+    return dict(attrs, count_include_pad=count_type == "INCLUDE_PADDING")
 
 
 @converter("Pooling")
@@ -189,7 +187,9 @@ def pooling3d(ctx: Ctx, op, xs):
 
 _CTM = {"AlignCorners": "align_corners", "HalfPixels": "half_pixel", "PytorchHalfPixels": "pytorch_half_pixel",
         "Asymmetric": "asymmetric", "TensorflowHalfPixels": "tf_half_pixel"}
-_RESIZE = {1: "nearest", 2: "bilinear", 3: "cubic", 4: "nearest_round"}
+#: resizeType 4 rounds to the nearest source pixel with ties going down (real MNN: 0.5 -> 0), which is
+#: ``ceil(src - 0.5)``: the resize op's "nearest_ceil" with a -0.5 offset.
+_RESIZE = {1: "nearest", 2: "bilinear", 3: "cubic", 4: "nearest_ceil"}
 
 
 @converter("Interp")
@@ -227,4 +227,6 @@ def interp(ctx: Ctx, op, xs):
         coord = "asymmetric"
     attrs = {"size": (oh, ow), "method": method, "coord": coord,
              "cubic_a": float(p.get("cubicCoeffA", -0.75)), "exclude_outside": False}
+    if method == "nearest_ceil":
+        attrs["offset"] = (-0.5, -0.5)
     return ctx.emit("resize", [x], attrs)

@@ -91,10 +91,15 @@ class Program:
         """A translation context for this model."""
         return Ctx(self.net, self.subgraphs, dynamic, self.weight_cache)
 
-    def translate(self, feeds: list[Node], dynamic: bool = False) -> list[Node]:
-        """Output nodes for input nodes ``feeds`` (one per ``self.inputs``)."""
-        tensors = {spec.index: node for spec, node in zip(self.inputs, feeds)}
-        Translator(self.ctx(dynamic), self.net.oplists, self.tensor_names).run(tensors, self.outputs)
+    def translate(self, feeds: list[Node], dynamic: bool = False, trace: list | None = None,
+                  tensors: dict | None = None) -> list[Node]:
+        """Output nodes for input nodes ``feeds`` (one per ``self.inputs``); with ``trace`` (a list)
+        the translated ops are recorded, with ``tensors`` (a dict) every tensor's node is kept."""
+        tensors = {} if tensors is None else tensors
+        tensors.update({spec.index: node for spec, node in zip(self.inputs, feeds)})
+        tr = Translator(self.ctx(dynamic), self.net.oplists, self.tensor_names)
+        tr.trace = trace
+        tr.run(tensors, self.outputs)
         return [tensors[t] for t in self.outputs]
 
     def plan(self, signature: tuple) -> "ExecutionPlan":
@@ -145,12 +150,16 @@ class ExecutionPlan:
                 steps.append((ref, n.attrs, tuple(slot[id(i)] for i in n.inputs), k, n.dtype, n.shape))
         self.steps = steps
         self.out_slots = [slot[id(o)] for o in self.outputs]
+        self.max_work = max((n.size for n in order if n.dtype is not None), default=0)
+        self.lean: bool | None = None
 
     def run(self, arrays: list[np.ndarray]) -> list[np.ndarray]:
         """Evaluate the plan on input arrays (already of the signature's shapes and dtypes)."""
         if self.dynamic:
             return self._run_dynamic(arrays)
-        if runtime._executor is None:
+        if self.lean is None:
+            self.lean = _lean(self)
+        if self.lean:
             return self._run_steps(arrays)
         for p, a in zip(self.placeholders, arrays):
             p.value = a
@@ -183,6 +192,21 @@ class ExecutionPlan:
         runtime.evaluate(outs)
         self.out_fmts = [output_format(o) for o in outs]
         return [o.value for o in outs]
+
+
+def _lean(plan: ExecutionPlan) -> bool:
+    """Whether ``plan`` runs on its own step loop: with the reference executor, or with the compiler's
+    dispatcher when every node is below its compile threshold (it would run the reference path too,
+    after tracing the graph at every call)."""
+    ex = runtime._executor
+    if ex is not None:
+        from ..backends.reference import evaluate as ref_evaluate
+        return ex is ref_evaluate
+    try:
+        from ..compiler import config
+    except ImportError:
+        return True
+    return plan.max_work < config.threshold()
 
 
 def load_program(path: Any, input_names: Sequence[str] = (), output_names: Sequence[str] = (),

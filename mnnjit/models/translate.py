@@ -149,6 +149,8 @@ class Translator:
         self.ctx = ctx
         self.ops = ops
         self.names = tensor_names
+        #: When a list, each translated op is recorded as (op, input tensor indexes, output tensor indexes).
+        self.trace: list | None = None
 
     def needed_ops(self, outputs: list[int]) -> list[int]:
         """Indexes of the ops needed to compute tensor indexes ``outputs`` (file order)."""
@@ -198,6 +200,8 @@ class Translator:
                 raise self.ctx.unsupported(op, f"produced {len(outs)} outputs, the model expects {len(oidx)}")
             for t, n in zip(oidx, outs):
                 tensors[t] = node_of(n)
+            if self.trace is not None:
+                self.trace.append((op, list(op.inputIndexes or []), list(oidx)))
         return tensors
 
     def _tname(self, t: int) -> str:

@@ -107,6 +107,9 @@ class Module:
         if prog is None:
             return {}
         net = prog.net
+        if net is None:
+            return {"version": "", "bizCode": "", "inputNames": [s.name for s in prog.inputs],
+                    "outputNames": list(prog.output_names), "inputs": []}
         return {"version": net.version or "", "bizCode": net.bizCode or "",
                 "inputNames": [s.name for s in prog.inputs], "outputNames": list(prog.output_names),
                 "inputs": []}

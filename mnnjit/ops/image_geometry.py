@@ -126,11 +126,14 @@ def _apply_taps(x: np.ndarray, idx: np.ndarray, w: np.ndarray, axis: int) -> np.
     return out
 
 
-def _linear_u8(x: np.ndarray, oh: int, ow: int, sy: float, sx: float) -> np.ndarray:
+def _linear_u8(x: np.ndarray, oh: int, ow: int, sy: float, sx: float, taps=None) -> np.ndarray:
     """OpenCV's fixed-point bilinear resize of uint8 data (11-bit coefficients, SIMD rounding)."""
     h, w = x.shape[:2]
-    yi, yw = linear_taps(h, oh, sy, INTER_LINEAR)
-    xi, xw = linear_taps(w, ow, sx, INTER_LINEAR)
+    if taps is None:
+        yi, yw = linear_taps(h, oh, sy, INTER_LINEAR)
+        xi, xw = linear_taps(w, ow, sx, INTER_LINEAR)
+    else:
+        (yi, yw), (xi, xw) = taps
     ax = np.rint(xw[:, 0] * 2048).astype(np.int32)
     ax = np.stack([ax, 2048 - ax], -1)
     by = np.rint(yw[:, 0] * 2048).astype(np.int32)
@@ -176,9 +179,12 @@ def resize_ref(x: np.ndarray, oh: int, ow: int, interp: int, sy: float, sx: floa
         if sx >= 1 and sy >= 1:
             yi, yw = area_taps(h, oh, sy)
             xi, xw = area_taps(w, ow, sx)
-        else:
-            yi, yw = area_up_taps(h, oh, sy) if sy < 1 else area_taps(h, oh, sy)
-            xi, xw = area_up_taps(w, ow, sx) if sx < 1 else area_taps(w, ow, sx)
+            return _cast_out(_apply_taps(_apply_taps(x, yi, yw, 0), xi, xw, 1), x.dtype)
+        # enlarging along any axis: OpenCV runs its linear resize with "area" coefficients on both axes
+        taps = (area_up_taps(h, oh, sy), area_up_taps(w, ow, sx))
+        if x.dtype == np.uint8:
+            return _linear_u8(x, oh, ow, sy, sx, taps)
+        (yi, yw), (xi, xw) = taps
         return _cast_out(_apply_taps(_apply_taps(x, yi, yw, 0), xi, xw, 1), x.dtype)
     if interp in (INTER_LINEAR, INTER_LINEAR_EXACT) and x.dtype == np.uint8:
         return _linear_u8(x, oh, ow, sy, sx)

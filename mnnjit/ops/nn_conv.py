@@ -19,6 +19,9 @@ from .registry import OpDef, register
 
 ACTS = ("", "relu", "relu6")
 
+#: Multiply-adds above which a depthwise convolution runs the Numba kernel (measured: docs/notes/expr.md).
+DEPTHWISE_NUMBA_WORK = 1 << 23
+
 
 # ---------------------------------------------------------------- geometry helpers
 
@@ -85,9 +88,16 @@ def pad_or_crop(x: np.ndarray, pads: Sequence[int], value: float = 0.0, mode: st
         x = x[..., max(0, -t): h - max(0, -b), max(0, -l): w - max(0, -r)]
         t, b, l, r = max(t, 0), max(b, 0), max(l, 0), max(r, 0)
     if t or b or l or r:
-        widths = [(0, 0)] * (x.ndim - 2) + [(t, b), (l, r)]
         if mode == "constant":
-            return np.pad(x, widths, constant_values=value)
+            h, w = x.shape[-2], x.shape[-1]
+            out = np.empty(x.shape[:-2] + (h + t + b, w + l + r), x.dtype)
+            if value == 0:
+                out[...] = 0
+            else:
+                out.fill(value)
+            out[..., t: t + h, l: l + w] = x
+            return out
+        widths = [(0, 0)] * (x.ndim - 2) + [(t, b), (l, r)]
         return np.pad(x, widths, mode=mode)
     return x
 
@@ -148,12 +158,18 @@ def conv2d_ref(xs: list, attrs: dict) -> np.ndarray:
     oh = conv_out_size(h, pads[0], pads[1], kh, stride[0], dil[0])
     ow = conv_out_size(wd, pads[2], pads[3], kw, stride[1], dil[1])
     xp = pad_or_crop(x, pads)
+    out = np.empty((n, o, oh, ow), F32)  # owns its data: the evaluator caches it without a copy
+    gemm_out = out.reshape(n, g, o // g, oh * ow)
     if kh == 1 and kw == 1:
         xs_ = xp[:, :, : (oh - 1) * stride[0] + 1: stride[0], : (ow - 1) * stride[1] + 1: stride[1]]
         cols = xs_.reshape(n, g, ci, oh * ow)
-        out = np.matmul(w.reshape(g, o // g, ci), cols)
+        np.matmul(w.reshape(g, o // g, ci), cols, out=gemm_out)
+    elif g == c and o == c and n * c * oh * ow * kh * kw >= DEPTHWISE_NUMBA_WORK:
+        from ..backends.cpu import nn_kernels
+        return nn_kernels.depthwise_conv2d(xp, w.reshape(c, kh, kw), bias, stride, dil, oh, ow,
+                                           attrs.get("act", ""))
     elif g == c and o == c:
-        out = np.zeros((n, c, oh, ow), F32)
+        out[...] = 0
         wt = w.reshape(c, kh, kw)
         tmp = np.empty((n, c, oh, ow), F32)
         for i, j, view in _taps(xp, kh, kw, oh, ow, stride, dil):
@@ -164,8 +180,7 @@ def conv2d_ref(xs: list, attrs: dict) -> np.ndarray:
         for i, j, view in _taps(xp, kh, kw, oh, ow, stride, dil):
             cols[:, :, i, j] = view
         cols = cols.reshape(n, g, ci * kh * kw, oh * ow)
-        out = np.matmul(w.reshape(g, o // g, ci * kh * kw), cols)
-    out = np.ascontiguousarray(out).reshape(n, o, oh, ow)
+        np.matmul(w.reshape(g, o // g, ci * kh * kw), cols, out=gemm_out)
     if bias is not None:
         out += bias[None, :, None, None]
     return apply_act(out, attrs.get("act", ""))
@@ -173,7 +188,7 @@ def conv2d_ref(xs: list, attrs: dict) -> np.ndarray:
 
 register(OpDef("conv2d", "opaque", _conv_infer, conv2d_ref, mnn_type="Convolution",
                doc="2-D convolution with fused bias and relu/relu6 (see docs/NN_OPS.md)",
-               extra={"cpu_kernel": "mnnjit.backends.cpu.nn_kernels:conv2d"}))
+               extra={"kernel": "nn_kernels.depthwise_conv2d (used by the ref above DEPTHWISE_NUMBA_WORK)"}))
 
 
 # ---------------------------------------------------------------- conv2d_transpose

@@ -21,6 +21,10 @@ from .._dtypes import F32
 from .registry import OpDef, register
 
 
+#: Window cells above which float32 pooling runs the Numba kernel (docs/notes/expr.md).
+NUMBA_WORK = 1 << 23
+
+
 def pool_out_size(n: int, pb: int, pe: int, k: int, s: int, ceil_mode: bool | str = False) -> int:
     """Output extent along one axis: ``ceil_mode`` False (floor), True (ONNX/PyTorch: the last window
     must start inside the input or the begin padding) or ``"mnn"`` (plain ceil, as MNN's ShapePool)."""
@@ -101,6 +105,10 @@ def pool2d_ref(xs: list, attrs: dict) -> np.ndarray:
         if kind == "max":
             return x.max(axis=(2, 3), keepdims=True)
         return x.mean(axis=(2, 3), keepdims=True, dtype=np.float32)
+    if x.dtype == np.float32 and n * c * oh * ow * kh * kw >= NUMBA_WORK:
+        from ..backends.cpu import nn_kernels
+        return nn_kernels.pool2d(x, kind, (kh, kw), (sh, sw), (t, b, l, r), (oh, ow),
+                                 attrs.get("count_include_pad", True))
     # pad/crop so that every window [i*s - t, i*s - t + k) is inside the array
     need_h = (oh - 1) * sh + kh
     need_w = (ow - 1) * sw + kw

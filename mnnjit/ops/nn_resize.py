@@ -16,6 +16,9 @@ from .._dtypes import F32, I32
 from .registry import OpDef, register
 
 METHODS = ("nearest", "nearest_round", "nearest_floor", "nearest_ceil", "bilinear", "cubic")
+#: Output taps above which float resizes run the Numba kernel (docs/notes/expr.md).
+NUMBA_WORK = 1 << 20
+
 COORDS = ("asymmetric", "align_corners", "half_pixel", "pytorch_half_pixel", "tf_half_pixel")
 
 
@@ -110,6 +113,10 @@ def resize_ref(xs: list, attrs: dict) -> np.ndarray:
         x = np.asarray(x, np.float32)
     ih, wh = _axis_taps(h, oh, attrs, 0)
     iw, ww = _axis_taps(w, ow, attrs, 1)
+    work = (x.size // (h * w) if h * w else 0) * oh * ow * ih.shape[1] * iw.shape[1]
+    if not attrs["method"].startswith("nearest") and x.dtype == np.float32 and work >= NUMBA_WORK:
+        from ..backends.cpu import nn_kernels
+        return nn_kernels.resize_separable(x, ih, wh, iw, ww)
     # resize the axis that shrinks the data most first
     if oh * w <= h * ow:
         y = _apply_axis(x, x.ndim - 2, ih, wh)
@@ -215,3 +222,73 @@ def crop_and_resize(x: Any, boxes: Any, box_ind: Any, crop_size: Sequence[int], 
     return B.wrap(B.make_node("crop_and_resize", (nx, nb, ni), attrs, fmt=nx.fmt))
 
 
+
+
+# ---------------------------------------------------------------- grid_sample
+
+def _unnormalize(coord: np.ndarray, size: int, align: bool) -> np.ndarray:
+    if align:
+        return (coord + 1) / 2 * (size - 1)
+    return ((coord + 1) * size - 1) / 2
+
+
+def _reflect(v: np.ndarray, lo: float, hi: float) -> np.ndarray:
+    """Reflect coordinates into [lo, hi] (PyTorch/ONNX grid_sample reflection padding)."""
+    span = hi - lo
+    if span <= 0:
+        return np.zeros_like(v)
+    d = np.abs(v - lo)
+    flips = np.floor(d / span)
+    extra = d - flips * span
+    return np.where(flips % 2 == 0, lo + extra, hi - extra)
+
+
+def _grid_sample_ref(xs, attrs):
+    x = np.asarray(xs[0], np.float32)
+    grid = np.asarray(xs[1], np.float64)
+    n, c, h, w = x.shape
+    align = attrs.get("align_corners", False)
+    pad = attrs.get("padding", "zeros")
+    gx = _unnormalize(grid[..., 0], w, align)
+    gy = _unnormalize(grid[..., 1], h, align)
+    if pad == "border":
+        gx, gy = np.clip(gx, 0, w - 1), np.clip(gy, 0, h - 1)
+    elif pad == "reflection":
+        if align:
+            gx, gy = _reflect(gx, 0, w - 1), _reflect(gy, 0, h - 1)
+        else:
+            gx, gy = _reflect(gx, -0.5, w - 0.5), _reflect(gy, -0.5, h - 0.5)
+        gx, gy = np.clip(gx, 0, w - 1), np.clip(gy, 0, h - 1)
+    oh, ow = grid.shape[1:3]
+    out = np.zeros((n, c, oh, ow), np.float32)
+    bidx = np.arange(n)[:, None, None]
+
+    def tap(iy, ix, wt):
+        valid = (iy >= 0) & (iy < h) & (ix >= 0) & (ix < w)
+        v = x[bidx, :, np.clip(iy, 0, h - 1), np.clip(ix, 0, w - 1)]  # [n, oh, ow, c]
+        return np.where(valid[..., None], v, 0.0) * wt[..., None]
+
+    if attrs.get("mode", "bilinear") == "nearest":
+        iy = np.rint(gy).astype(np.intp)  # round half to even, as ONNX Runtime / PyTorch
+        ix = np.rint(gx).astype(np.intp)
+        acc = tap(iy, ix, np.ones_like(gx))
+    else:
+        x0, y0 = np.floor(gx), np.floor(gy)
+        fx, fy = gx - x0, gy - y0
+        x0i, y0i = x0.astype(np.intp), y0.astype(np.intp)
+        acc = (tap(y0i, x0i, (1 - fy) * (1 - fx)) + tap(y0i, x0i + 1, (1 - fy) * fx)
+               + tap(y0i + 1, x0i, fy * (1 - fx)) + tap(y0i + 1, x0i + 1, fy * fx))
+    out[:] = np.moveaxis(acc, -1, 1)
+    return out
+
+
+def _grid_sample_infer(inputs, attrs):
+    x, g = inputs
+    if len(x.shape) != 4 or len(g.shape) != 4 or g.shape[3] != 2 or g.shape[0] != x.shape[0]:
+        raise ValueError(f"grid_sample: input must be [N, C, H, W] and grid [N, oh, ow, 2], got {list(x.shape)} "
+                         f"and {list(g.shape)}")
+    return (x.shape[0], x.shape[1], g.shape[1], g.shape[2]), F32
+
+
+register(OpDef("grid_sample", "opaque", _grid_sample_infer, _grid_sample_ref, mnn_type="GridSample",
+               doc="GridSample (attrs mode bilinear/nearest, padding zeros/border/reflection, align_corners)"))

@@ -61,7 +61,9 @@ def _gather_el_ref(xs, attrs):
     ii = np.where(idx < 0, idx + x.shape[ax], idx)
     if ii.size and ((ii < 0) | (ii >= x.shape[ax])).any():
         raise IndexError(f"gather_elements: index out of bounds for axis {ax} with size {x.shape[ax]}")
-    return np.take_along_axis(x, ii.astype(np.intp), axis=ax)
+    grids = list(np.indices(idx.shape, sparse=True))
+    grids[ax] = ii.astype(np.intp)
+    return x[tuple(grids)]
 
 
 register(OpDef("gather_elements", "opaque", lambda i, a: (i[1].shape, i[0].dtype), _gather_el_ref,

@@ -1,0 +1,229 @@
+"""The Numba CPU backend: runs fusion groups as generated parallel kernels, single ops as hand-written kernels.
+
+At run time each group's leaf arrays are examined (shapes, strides, broadcasting), the iteration
+space is collapsed (adjacent axes merged when every operand allows it, size-1 axes dropped), and a
+kernel variant is chosen: the flat variant when every leaf is contiguous with the output or a
+scalar, else the strided variant for the collapsed rank. Kernels are looked up in memory, then on
+disk, and generated and compiled only when missing (see jit.py).
+"""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+from numpy.lib.stride_tricks import as_strided
+
+from ..base import Backend
+from . import codegen, jit, kernels
+
+
+def _readonly_flat(arr: np.ndarray) -> np.ndarray:
+    """A read-only 1-d view of the memory an array with non-negative strides spans."""
+    if arr.flags.c_contiguous:
+        v = arr.reshape(-1)
+    else:
+        span = 1 + sum((d - 1) * s for d, s in zip(arr.shape, arr.strides)) // arr.itemsize
+        v = as_strided(arr, shape=(span,), strides=(arr.itemsize,), writeable=False)
+    if v.flags.writeable:
+        v = v.view()
+        v.flags.writeable = False
+    return v
+
+
+def _elem_strides(arr: np.ndarray, shape: tuple[int, ...]) -> list[int] | None:
+    """Element strides of ``arr`` broadcast to ``shape`` (None: negative or misaligned strides)."""
+    nd = len(shape)
+    off = nd - arr.ndim
+    st = [0] * nd
+    isz = arr.itemsize
+    for k in range(arr.ndim):
+        if arr.shape[k] != 1:
+            s = arr.strides[k]
+            if s < 0 or s % isz:
+                return None
+            st[off + k] = s // isz
+    return st
+
+
+def _contig(shape: list[int]) -> list[int]:
+    st = [0] * len(shape)
+    acc = 1
+    for k in range(len(shape) - 1, -1, -1):
+        st[k] = acc
+        acc *= shape[k]
+    return st
+
+
+def _collapse(shape: list[int], strides: list[list[int]]) -> tuple[list[int], list[list[int]]]:
+    """Drop size-1 axes and merge adjacent axes where every operand's strides allow it."""
+    keep = [k for k, d in enumerate(shape) if d != 1]
+    shp = [shape[k] for k in keep]
+    sts = [[s[k] for k in keep] for s in strides]
+    if not shp:
+        return [], [[] for _ in strides]
+    out_shp = [shp[0]]
+    out_sts = [[s[0]] for s in sts]
+    for k in range(1, len(shp)):
+        if all(o[-1] == s[k] * shp[k] for o, s in zip(out_sts, sts)):
+            out_shp[-1] *= shp[k]
+            for o, s in zip(out_sts, sts):
+                o[-1] = s[k]
+        else:
+            out_shp.append(shp[k])
+            for o, s in zip(out_sts, sts):
+                o.append(s[k])
+    return out_shp, out_sts
+
+
+def _blocks(outer: int, inner: int, threads: int) -> tuple[int, int]:
+    """Split the innermost axis so there are enough parallel tasks: (number of blocks, block size)."""
+    if outer >= 4 * threads or inner <= 2048:
+        return 1, max(inner, 1)
+    nb = min(-(-inner // 1024), -(-8 * threads // outer))
+    bs = -(-inner // nb)
+    return -(-inner // bs), bs
+
+
+class CPUBackend(Backend):
+    """Numba CPU backend (module docstring)."""
+
+    name = "cpu"
+
+    def __init__(self) -> None:
+        self._threads: int | None = None
+
+    # ------------------------------------------------------------ interface
+    def supports_group(self, group: Any) -> bool:
+        return True
+
+    def supports_op(self, node: Any) -> bool:
+        kernels.load_kernel_modules()
+        return kernels.lookup(node) is not None
+
+    def run_op(self, node: Any, inputs: Sequence[Any]) -> Any:
+        kernels.load_kernel_modules()
+        fn = kernels.lookup(node)
+        if fn is None:
+            raise NotImplementedError(f"the cpu backend has no kernel for op {node.op!r}")
+        return fn(list(inputs), node.attrs)
+
+    def set_num_threads(self, n: int) -> None:
+        jit.set_num_threads(n)
+
+    def describe(self) -> str:
+        return f"cpu (numba, {jit.get_num_threads()} threads, cache {jit.kernel_dir()})"
+
+    def run_group(self, group: Any, inputs: Sequence[np.ndarray], out: np.ndarray) -> np.ndarray:
+        if group.spec.reduce is not None:
+            return self._run_reduce(group, list(inputs), out)
+        return self._run_elementwise(group, list(inputs), out)
+
+    # ------------------------------------------------------------ elementwise
+    def _run_elementwise(self, g, inputs: list[np.ndarray], out: np.ndarray) -> np.ndarray:
+        shape = g.shape
+        flat = True
+        modes = []
+        for k, a in enumerate(inputs):
+            if a.size == 1:
+                modes.append("s")
+            elif a.shape == shape and a.flags.c_contiguous:
+                modes.append("c")
+            else:
+                modes.append("g")
+                flat = False
+        spec = g.spec
+        outf = out.reshape(-1)
+        if flat:
+            modes_t = tuple(modes)
+            kern = jit.get_kernel(spec.key() + f"|flat{modes_t}", lambda: codegen.gen_flat(spec, modes_t))
+            if kern(*[_readonly_flat(a) for a in inputs], outf, out.size, *g.params) is jit.BROKEN:
+                return None
+            return out
+        # strided: broadcast strides per leaf, collapse with the output's contiguous strides
+        arrs = []
+        sts = []
+        for a, m in zip(inputs, modes):
+            if m == "g":
+                st = _elem_strides(a, shape)
+                if st is None:
+                    a = np.ascontiguousarray(a)
+                    st = _elem_strides(a, shape)
+                sts.append(st)
+            arrs.append(a)
+        gidx = [k for k, m in enumerate(modes) if m == "g"]
+        shp, csts = _collapse(list(shape), [_contig(list(shape))] + sts)
+        if not shp:
+            shp, csts = [1], [[1] for _ in csts]
+        out_st = csts[0]
+        for k, st in zip(gidx, csts[1:]):
+            if st == out_st:
+                modes[k] = "c"
+        ndim = len(shp)
+        st_arr = np.zeros((len(inputs), ndim), np.int64)
+        for k, st in zip(gidx, csts[1:]):
+            st_arr[k] = st
+        outer = 1
+        for d in shp[:-1]:
+            outer *= d
+        nb, bs = _blocks(outer, shp[-1], jit.get_num_threads())
+        modes_t = tuple(modes)
+        kern = jit.get_kernel(spec.key() + f"|nd{ndim}{modes_t}", lambda: codegen.gen_strided(spec, modes_t, ndim))
+        if kern(*[_readonly_flat(a) for a in arrs], outf, np.array(shp, np.int64), st_arr, nb, bs,
+                *g.params) is jit.BROKEN:
+            return None
+        return out
+
+    # ------------------------------------------------------------ reductions
+    def _run_reduce(self, g, inputs: list[np.ndarray], out: np.ndarray) -> np.ndarray:
+        shape = g.shape
+        axes = set(g.axes)
+        kept = [d for d in range(len(shape)) if d not in axes]
+        red = [d for d in range(len(shape)) if d in axes]
+        arrs, modes, full = [], [], []
+        for a in inputs:
+            if a.size == 1:
+                modes.append("s")
+                arrs.append(a)
+                full.append(None)
+                continue
+            st = _elem_strides(a, shape)
+            if st is None:
+                a = np.ascontiguousarray(a)
+                st = _elem_strides(a, shape)
+            arrs.append(a)
+            modes.append("g")
+            full.append(st)
+        gidx = [k for k, m in enumerate(modes) if m != "s"]
+        kshape = [shape[d] for d in kept]
+        kst = [_contig(kshape)] + [[full[k][d] for d in kept] for k in gidx]
+        kshp, kcst = _collapse(kshape, kst)
+        rshape = [shape[d] for d in red]
+        rst = [[full[k][d] for d in red] for k in gidx]
+        rshp, rcst = _collapse(rshape, rst) if gidx else ([d for d in rshape if d != 1], [])
+        if not rshp:
+            rshp = [1]
+            rcst = [[0] for _ in gidx]
+        nk, nr = len(kshp), len(rshp)
+        stk = np.zeros((len(inputs), max(nk, 1)), np.int64)
+        str_ = np.zeros((len(inputs), nr), np.int64)
+        for j, k in enumerate(gidx):
+            if nk:
+                stk[k, :nk] = kcst[j + 1]
+            str_[k] = rcst[j] if rcst else 0
+            if str_[k, nr - 1] == 1:
+                modes[k] = "u"
+        K = 1
+        for d in kshp:
+            K *= d
+        P = 1 if K >= 16 else max(1, min(rshp[0], -(-64 // K)))
+        count = 1
+        for d in rshape:
+            count *= d
+        spec = g.spec
+        modes_t = tuple(modes)
+        kern = jit.get_kernel(spec.key() + f"|r{nk}.{nr}{modes_t}",
+                              lambda: codegen.gen_reduce(spec, modes_t, nk, nr))
+        if kern(*[_readonly_flat(a) for a in arrs], out.reshape(-1), np.array(kshp or [1], np.int64),
+                np.array(rshp, np.int64), stk, str_, P, float(count), *g.params) is jit.BROKEN:
+            return None
+        return out

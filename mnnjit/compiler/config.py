@@ -1,0 +1,94 @@
+"""Compiler settings from the environment, and counters a test (or ``explain``) can read.
+
+* ``MNNJIT_CACHE_DIR``   where generated kernel sources and Numba's cache live
+                         (default: ``$XDG_CACHE_HOME/mnnjit`` or ``~/.cache/mnnjit``)
+* ``MNNJIT_NUM_THREADS`` Numba worker threads (default: Numba's own default, all cores)
+* ``MNNJIT_JIT_THRESHOLD`` element count from which work runs in compiled kernels (default
+                         :data:`DEFAULT_THRESHOLD`, measured, see docs/notes/compiler.md); ``0`` compiles
+                         everything; ``off`` never compiles (reference path only)
+* ``MNNJIT_DEBUG=1``     print each new plan (fusion groups, kernels compiled, cache hits) to stderr
+"""
+from __future__ import annotations
+
+import os
+from collections import Counter
+from pathlib import Path
+
+#: Measured on the 2-vCPU machine (benchmarks/compiler_threshold.py): below this many elements the
+#: numpy reference path beats a parallel Numba launch plus plan overhead.
+DEFAULT_THRESHOLD = 262144
+
+_threshold: int | None = None
+_jit_enabled: bool | None = None
+
+#: Counters: plans_built, plan_cache_hits, kernels_compiled (Numba compiled from scratch),
+#: kernel_disk_hits (loaded from the on-disk cache), kernel_memory_hits, kernel_runs, ref_groups,
+#: ref_nodes, handwritten_runs, fast_path, cache_errors.
+counters: Counter = Counter()
+
+
+def reset_counters() -> None:
+    """Zero all counters."""
+    counters.clear()
+
+
+def _parse_threshold() -> tuple[int, bool]:
+    raw = os.environ.get("MNNJIT_JIT_THRESHOLD", "").strip().lower()
+    if raw in ("off", "never", "none", "disable", "disabled"):
+        return DEFAULT_THRESHOLD, False
+    if raw:
+        try:
+            return max(0, int(float(raw))), True
+        except ValueError:
+            pass
+    return DEFAULT_THRESHOLD, True
+
+
+def threshold() -> int:
+    """Element count from which groups run compiled (large ints mean 'never')."""
+    global _threshold, _jit_enabled
+    if _threshold is None:
+        _threshold, _jit_enabled = _parse_threshold()
+    return _threshold if _jit_enabled else 1 << 62
+
+
+def set_threshold(n: int | None) -> int:
+    """Set the compile threshold (None: back to the environment/default); returns the previous value.
+
+    Tests use ``set_threshold(0)`` to force the compiled path on small arrays.
+    """
+    global _threshold, _jit_enabled
+    prev = threshold()
+    if n is None:
+        _threshold, _jit_enabled = _parse_threshold()
+    else:
+        _threshold, _jit_enabled = max(0, int(n)), True
+    from . import executor
+    executor.clear_plan_cache()
+    return prev
+
+
+def cache_dir() -> Path:
+    """The kernel cache directory (not created here)."""
+    env = os.environ.get("MNNJIT_CACHE_DIR")
+    if env:
+        return Path(env).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "mnnjit"
+
+
+def debug() -> bool:
+    """Whether ``MNNJIT_DEBUG`` asks for plan printing."""
+    return os.environ.get("MNNJIT_DEBUG", "") not in ("", "0", "false", "no")
+
+
+def env_threads() -> int | None:
+    """``MNNJIT_NUM_THREADS`` as an int, or None."""
+    raw = os.environ.get("MNNJIT_NUM_THREADS", "").strip()
+    if not raw:
+        return None
+    try:
+        n = int(raw)
+    except ValueError:
+        return None
+    return n if n > 0 else None

@@ -1,0 +1,151 @@
+"""The default executor: dispatches between the numpy reference path and compiled plans.
+
+``evaluate(roots)``:
+
+* one node whose inputs are all known and whose work is below the compile threshold (the eager,
+  numpy-style case) runs its ``ref`` directly: no tracing, no plan, no numba;
+* a graph whose every node is below the threshold runs on the reference evaluator;
+* otherwise the graph is traced, its plan taken from the plan cache (keyed by structure, shapes
+  and dtypes) or built (passes, fusion, memory plan), and run on the CPU backend: fused groups as
+  compiled kernels, other ops as hand-written kernels or their ``ref``.
+"""
+from __future__ import annotations
+
+import sys
+import threading
+from collections import OrderedDict
+
+import numpy as np
+
+from ..graph import Node
+from . import config
+from .config import counters
+from .plan import KERNEL_MIN
+
+_plans: "OrderedDict[tuple, object]" = OrderedDict()
+_PLAN_CACHE_SIZE = 256
+_backend = None
+_lock = threading.RLock()
+
+
+def backend():
+    """The CPU backend instance (created on first use; imports numba only when it compiles)."""
+    global _backend
+    if _backend is None:
+        from ..backends.cpu.backend import CPUBackend
+        _backend = CPUBackend()
+    return _backend
+
+
+def clear_plan_cache() -> None:
+    """Forget all cached plans."""
+    _plans.clear()
+
+
+def _work(node: Node) -> int:
+    n = node.size if node.dtype is not None else 0
+    for i in node.inputs:
+        s = i.size
+        if s > n:
+            n = s
+    return n
+
+
+def _handwritten(node: Node):
+    """The hand-written kernel for a non-elementwise ``node`` big enough to want one, else None."""
+    if node.op in _NO_HW or _work(node) < KERNEL_MIN:
+        return None
+    from ..backends.cpu import kernels as hw
+    hw.load_kernel_modules()
+    return hw.lookup(node)
+
+
+_NO_HW: set = set()
+
+
+def _init_no_hw() -> None:
+    from ..ops import registry
+    for name, od in registry.all_ops().items():
+        if od.kind in ("elementwise", "movement", "source"):
+            _NO_HW.add(name)
+
+
+def evaluate(roots: list[Node]) -> None:
+    """Compute and cache the values of ``roots`` (see module docstring)."""
+    if not _NO_HW:
+        _init_no_hw()
+    thr = config.threshold()
+    if len(roots) == 1:
+        node = roots[0]
+        if node.value is not None:
+            return
+        ready = node.op != "placeholder"
+        for i in node.inputs:
+            if i.value is None:
+                ready = False
+                break
+        if ready and _work(node) < thr:
+            args = [i.value for i in node.inputs]
+            fn = _handwritten(node)
+            if fn is not None:
+                from .plan import _check
+                out = _check(node, fn(args, node.attrs))
+                counters["handwritten_runs"] += 1
+            else:
+                from ..backends.reference import compute_node
+                out = compute_node(node, args)
+                counters["fast_path"] += 1
+            if isinstance(out, np.ndarray):
+                if not out.flags.c_contiguous or out.base is not None:
+                    out = np.array(out, order="C")
+                out.flags.writeable = False
+            node.value = out
+            return
+    from .plan import build_plan, describe, trace
+    tr = trace(roots)
+    big = False
+    for n, v in zip(tr.order, tr.is_val):
+        if not v and (_work(n) >= thr or _handwritten(n) is not None):
+            big = True
+            break
+    if not big:
+        from ..backends.reference import evaluate as ref_evaluate
+        counters["ref_graphs"] += 1
+        ref_evaluate(roots)
+        return
+    with _lock:
+        plan = _plans.get(tr.key)
+        if plan is None:
+            plan = build_plan(tr)
+            _plans[tr.key] = plan
+            if len(_plans) > _PLAN_CACHE_SIZE:
+                _plans.popitem(last=False)
+            counters["plans_built"] += 1
+            if config.debug():
+                print("[mnnjit] " + describe(plan, tr.order), file=sys.stderr)
+        else:
+            _plans.move_to_end(tr.key)
+            counters["plan_cache_hits"] += 1
+    before = counters["kernels_compiled"], counters["kernel_disk_hits"]
+    plan.run(tr.order, backend())
+    if config.debug() and (counters["kernels_compiled"], counters["kernel_disk_hits"]) != before:
+        print(f"[mnnjit] kernels compiled: {counters['kernels_compiled'] - before[0]}, "
+              f"loaded from the disk cache: {counters['kernel_disk_hits'] - before[1]}", file=sys.stderr)
+
+
+def explain(*values) -> str:
+    """The plan that computing ``values`` (Vars or nodes) would run: steps, fusion groups, kernels.
+
+    Nothing is computed. Counters (``mnnjit.compiler.counters``) report kernels compiled and cache hits.
+    """
+    from ..var import Var
+    from .plan import build_plan, describe, trace
+    nodes = [v._node if isinstance(v, Var) else v for v in values]
+    todo = [n for n in nodes if n.value is None]
+    if not todo:
+        return "plan: nothing to compute (values are known)"
+    tr = trace(todo)
+    plan = _plans.get(tr.key) or build_plan(tr)
+    text = describe(plan, tr.order)
+    text += "\ncounters: " + ", ".join(f"{k}={v}" for k, v in sorted(counters.items()))
+    return text
