@@ -33,7 +33,8 @@ Attribute conventions (every ``axis`` is a non-negative int resolved by the fron
                     always produces the same values.
 * ``frexp``         inputs (x float32,); two outputs: mantissa float32, exponent int32.
 * elementwise: ``gcd``, ``lcm`` (int32), ``nextafter``, ``ldexp`` (float32 x, int32 exponent),
-                    ``spacing``, ``cbrt``, ``signbit`` (int32 0/1); ``i0`` (opaque: Numba has no np.i0).
+                    ``cbrt``, ``signbit`` (int32 0/1); ``i0``, ``spacing`` (opaque: Numba lacks np.i0, and its
+                    np.spacing differs from numpy's at -0.0).
 """
 from __future__ import annotations
 
@@ -374,7 +375,7 @@ register(OpDef("nextafter", "elementwise", _bin_same, lambda xs, at: np.nextafte
                scalar="np.nextafter(a, b)"))
 register(OpDef("ldexp", "elementwise", lambda i, a: (broadcast_shape(i[0].shape, i[1].shape), i[0].dtype),
                lambda xs, at: np.ldexp(xs[0], xs[1]), scalar="math.ldexp(a, b)"))
-register(OpDef("spacing", "elementwise", _same, lambda xs, at: np.spacing(xs[0]), scalar="np.spacing(a)"))
+register(OpDef("spacing", "opaque", _same, lambda xs, at: np.spacing(xs[0])))  # Numba's np.spacing(-0.0) < 0
 register(OpDef("i0", "opaque", _same, lambda xs, at: np.i0(xs[0].astype(np.float64))))  # Numba has no np.i0
 register(OpDef("cbrt", "elementwise", _same, lambda xs, at: np.cbrt(xs[0]),
                scalar="math.copysign(abs(a) ** (1.0 / 3.0), a)"))
