@@ -285,8 +285,9 @@ def _nan_arg(op: str, a: Any, axis: Any, out: Any, keepdims: bool):
     if axis is None and not keepdims:
         if bool(B.reduce("reduce_all", isn, None, False).read_view().item()):
             raise ValueError("All-NaN slice encountered")
-    elif bool(B.reduce("reduce_any", B.reduce("reduce_all", isn, axis, False), None, False).read_view().item()):
-        raise ValueError("All-NaN slice encountered")
+    elif not n.live and bool(B.reduce("reduce_any", B.reduce("reduce_all", isn, axis, False), None,
+                                      False).read_view().item()):
+        raise ValueError("All-NaN slice encountered")  # checked for known data (inputs not yet written: skipped)
     fill = -_math.inf if op == "argmax" else _math.inf
     return _arg(op, B.select(isn, fill, x), axis, out, keepdims)
 
@@ -728,7 +729,8 @@ def histogram(a: Any, bins: Any = 10, range: Any = None, normed: Any = None, wei
     """Counts (int32, or the weights' sum) per bin and the float32 bin edges (numpy.histogram)."""
     n = flat(a)._node
     attrs = _hist_attrs(n, bins, range)
-    if attrs["range"] is None and n.size and isinstance(attrs["bins"], int):
+    if attrs["range"] is None and n.size and isinstance(attrs["bins"], int) and not n.live:
+        # known data: report a non-finite autodetected range now (otherwise the op raises when computed)
         v = _w(n).read_view()
         if v.dtype.kind == "f" and not _np.isfinite(v).all():
             raise ValueError(f"autodetected range of [{v.min()}, {v.max()}] is not finite")
