@@ -225,9 +225,9 @@ def signbit(x: Any, out: Any = None) -> Var:
     return finish(var(B.make_node("signbit", (to_float(x),))), out)
 
 
-def exp2(x: Any, out: Any = None) -> Var:
+def exp2(x: Any, out: Any = None, **kwargs: Any) -> Var:
     """``2 ** x`` (float32)."""
-    return finish(B.binary("pow", 2.0, var(to_float(x))), out)
+    return ufunc_finish("exp2", _w_op("exp2", to_float(x)), out, kwargs)
 
 
 def deg2rad(x: Any, out: Any = None) -> Var:
@@ -262,22 +262,19 @@ def heaviside(x1: Any, x2: Any, out: Any = None) -> Var:
     return finish(B.select(B.unary("isnan", a), a, res), out)
 
 
-def logaddexp(x1: Any, x2: Any, out: Any = None) -> Var:
+def logaddexp(x1: Any, x2: Any, out: Any = None, **kwargs: Any) -> Var:
     """``log(exp(x1) + exp(x2))`` without overflow (float32)."""
-    a, b = var(to_float(x1)), var(to_float(x2))
-    m = B.binary("maximum", a, b)
-    d = B.unary("abs", B.binary("sub", a, b))
-    res = B.binary("add", m, B.unary("log1p", B.unary("exp", B.unary("neg", d))))
-    return finish(B.select(B.binary("equal", a, b), B.binary("add", a, _math.log(2.0)), res), out)
+    return ufunc_finish("logaddexp", _w_op("logaddexp", to_float(x1), to_float(x2)), out, kwargs)
 
 
-def logaddexp2(x1: Any, x2: Any, out: Any = None) -> Var:
+def logaddexp2(x1: Any, x2: Any, out: Any = None, **kwargs: Any) -> Var:
     """``log2(2**x1 + 2**x2)`` without overflow (float32)."""
-    a, b = var(to_float(x1)), var(to_float(x2))
-    m = B.binary("maximum", a, b)
-    d = B.unary("abs", B.binary("sub", a, b))
-    tail = B.binary("div", B.unary("log1p", B.binary("pow", 2.0, B.unary("neg", d))), _math.log(2.0))
-    return finish(B.select(B.binary("equal", a, b), B.binary("add", a, 1.0), B.binary("add", m, tail)), out)
+    return ufunc_finish("logaddexp2", _w_op("logaddexp2", to_float(x1), to_float(x2)), out, kwargs)
+
+
+def _w_op(op: str, *nodes: Any) -> Var:
+    """An elementwise op on float32 nodes, broadcast as numpy does."""
+    return var(B.make_node(op, nodes))
 
 
 def nan_to_num(x: Any, copy: bool = True, nan: float = 0.0, posinf: float | None = None,
