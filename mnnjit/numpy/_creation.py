@@ -1,17 +1,16 @@
 """Array creation: array, zeros/ones/full(_like), arange/linspace/logspace/geomspace, eye/tri, diag, meshgrid..."""
 from __future__ import annotations
 
-import builtins as _bi
 from typing import Any, Callable, Sequence
 
 import numpy as _np
 
-from .._dtypes import F32, I32
+from .._dtypes import F32
 from .._dtypes import as_np_dtype as _as_np_dtype
 from ..graph import const_node
 from ..ops import build as B
 from ..var import Var
-from ._core import as_shape, const, full_const, is_int, node, var
+from ._core import as_shape, const, full_const, node, var
 
 
 def _value(x: Any) -> Any:
@@ -331,7 +330,7 @@ def meshgrid(*xi: Any, copy: bool = True, sparse: bool = False, indexing: str = 
 
 
 # ---------------------------------------------------------------- from functions, buffers, files
-def fromfunction(function: Callable, shape: Sequence[int], *, dtype: Any = _np.float32, **kwargs: Any):
+def fromfunction(function: Callable, shape: Sequence[int], dtype: Any = _np.float32, **kwargs: Any):
     """``function`` called with the index grids of ``shape`` (float32 by default)."""
     grids = _np.indices(tuple(int(s) for s in shape))
     return function(*(const(g, dtype) for g in grids), **kwargs)
@@ -380,4 +379,3 @@ def loadtxt(fname: Any, dtype: Any = _np.float32, comments: str = "#", delimiter
     return const(arr)
 
 
-_unused = (_bi, I32, is_int)

@@ -147,11 +147,12 @@ def copyto(dst: Var, src: Any, casting: str = "same_kind", where: Any = True) ->
     dst._node = node(B.select(B.broadcast_to(where, n.shape), var(s), var(n)))
 
 
-def fill(a: Var, value: Any) -> None:
-    """Fill ``a`` with ``value`` in place (``a``'s shape and dtype are kept)."""
+def fill(a: Var, fill_value: Any) -> None:
+    """Fill ``a`` with ``fill_value`` in place (``a``'s shape and dtype are kept; other Vars built from
+    ``a`` keep the old values)."""
     _require_var(a, "fill")
     n = a._node
-    v = B.cast_node(node(value), n.dtype)
+    v = B.cast_node(node(fill_value), n.dtype)
     if v.size != 1:
         raise ValueError("fill: the value must be a scalar")
     v = B.reshape(var(v), ())._node

@@ -118,4 +118,3 @@ def base_repr(number: int, base: int = 2, padding: int = 0) -> str:
     return _np.base_repr(int(number), base, padding)
 
 
-_unused = Var

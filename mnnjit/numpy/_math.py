@@ -14,10 +14,34 @@ from ._core import finish, node, to_float, var
 _FLOAT_MAX = float(_np.finfo(_np.float32).max)
 
 
+_IGNORED_UFUNC_KWARGS = frozenset({"casting", "order", "subok", "signature"})
+
+
+def ufunc_finish(name: str, res: Var, out: Any, kwargs: dict) -> Var:
+    """numpy's ufunc keywords: ``dtype=`` (result cast), ``where=`` (elsewhere ``out``'s old values or 0),
+    ``out=``; ``casting``/``order``/``subok``/``signature`` have no effect; others are a TypeError."""
+    unknown = set(kwargs) - _IGNORED_UFUNC_KWARGS - {"dtype", "where"}
+    if unknown:
+        raise TypeError(f"{name}() got an unexpected keyword argument {sorted(unknown)[0]!r}")
+    if isinstance(out, tuple) and len(out) == 1:
+        out = out[0]
+    if kwargs.get("dtype") is not None:
+        res = B.cast(res, kwargs["dtype"])
+    where = kwargs.get("where", True)
+    if where is not True:
+        if out is not None:
+            base = B.cast(out, res._node.dtype)
+        else:
+            base = B.broadcast_to(B.cast(0, res._node.dtype), res._node.shape)
+        res = B.select(where, res, base)
+        res = B.broadcast_to(res, _np.broadcast_shapes(res._node.shape, node(where).shape))
+    return finish(res, out)
+
+
 def _unary(name: str, op: str, float_input: bool = False):
     def fn(x: Any, out: Any = None, **kwargs: Any) -> Var:
         src = var(to_float(x)) if float_input else x
-        return finish(B.unary(op, src), out)
+        return ufunc_finish(name, B.unary(op, src), out, kwargs)
     fn.__name__ = name
     fn.__qualname__ = name
     fn.__doc__ = f"Elementwise {name} (numpy.{name}; MNN's 32-bit dtypes)."
@@ -28,11 +52,20 @@ def _binary(name: str, op: str, float_inputs: bool = False):
     def fn(x1: Any, x2: Any, out: Any = None, **kwargs: Any) -> Var:
         if float_inputs:
             x1, x2 = var(to_float(x1)), var(to_float(x2))
-        return finish(B.binary(op, x1, x2), out)
+        return ufunc_finish(name, B.binary(op, x1, x2), out, kwargs)
     fn.__name__ = name
     fn.__qualname__ = name
     fn.__doc__ = f"Elementwise {name} with broadcasting (numpy.{name}; MNN's 32-bit dtypes)."
     return fn
+
+
+def _finish_pair(pair: tuple[Var, Var], out: Any) -> tuple[Var, Var]:
+    """``out=(o1, o2)`` for two-output functions."""
+    if out is None:
+        return pair
+    if not isinstance(out, tuple) or len(out) != 2:
+        raise TypeError("out must be a tuple of two Vars for a function with two outputs")
+    return tuple(finish(r, o) if o is not None else r for r, o in zip(pair, out))  # type: ignore[return-value]
 
 
 UNARY = {
@@ -161,7 +194,7 @@ def fmin(x1: Any, x2: Any, out: Any = None) -> Var:
 
 def divmod(x1: Any, x2: Any, out: Any = None) -> tuple[Var, Var]:  # noqa: A001
     """``(floor_divide(x1, x2), mod(x1, x2))``."""
-    return B.binary("floordiv", x1, x2), B.binary("mod", x1, x2)
+    return _finish_pair((B.binary("floordiv", x1, x2), B.binary("mod", x1, x2)), out)
 
 
 def modf(x: Any, out: Any = None) -> tuple[Var, Var]:
@@ -170,12 +203,12 @@ def modf(x: Any, out: Any = None) -> tuple[Var, Var]:
     ip = B.unary("trunc", f)
     frac = B.binary("sub", f, ip)
     frac = B.select(B.unary("isinf", f), B.binary("copysign", 0.0, f), frac)
-    return frac, ip
+    return _finish_pair((frac, ip), out)
 
 
 def frexp(x: Any, out: Any = None) -> tuple[Var, Var]:
     """Mantissa (float32) and exponent (int32) with ``x = m * 2**e``."""
-    return B.make("frexp", [var(to_float(x))])
+    return _finish_pair(B.make("frexp", [var(to_float(x))]), out)
 
 
 def ldexp(x1: Any, x2: Any, out: Any = None) -> Var:
@@ -192,9 +225,9 @@ def signbit(x: Any, out: Any = None) -> Var:
     return finish(var(B.make_node("signbit", (to_float(x),))), out)
 
 
-def exp2(x: Any, out: Any = None) -> Var:
+def exp2(x: Any, out: Any = None, **kwargs: Any) -> Var:
     """``2 ** x`` (float32)."""
-    return finish(B.binary("pow", 2.0, var(to_float(x))), out)
+    return ufunc_finish("exp2", _w_op("exp2", to_float(x)), out, kwargs)
 
 
 def deg2rad(x: Any, out: Any = None) -> Var:
@@ -229,22 +262,19 @@ def heaviside(x1: Any, x2: Any, out: Any = None) -> Var:
     return finish(B.select(B.unary("isnan", a), a, res), out)
 
 
-def logaddexp(x1: Any, x2: Any, out: Any = None) -> Var:
+def logaddexp(x1: Any, x2: Any, out: Any = None, **kwargs: Any) -> Var:
     """``log(exp(x1) + exp(x2))`` without overflow (float32)."""
-    a, b = var(to_float(x1)), var(to_float(x2))
-    m = B.binary("maximum", a, b)
-    d = B.unary("abs", B.binary("sub", a, b))
-    res = B.binary("add", m, B.unary("log1p", B.unary("exp", B.unary("neg", d))))
-    return finish(B.select(B.binary("equal", a, b), B.binary("add", a, _math.log(2.0)), res), out)
+    return ufunc_finish("logaddexp", _w_op("logaddexp", to_float(x1), to_float(x2)), out, kwargs)
 
 
-def logaddexp2(x1: Any, x2: Any, out: Any = None) -> Var:
+def logaddexp2(x1: Any, x2: Any, out: Any = None, **kwargs: Any) -> Var:
     """``log2(2**x1 + 2**x2)`` without overflow (float32)."""
-    a, b = var(to_float(x1)), var(to_float(x2))
-    m = B.binary("maximum", a, b)
-    d = B.unary("abs", B.binary("sub", a, b))
-    tail = B.binary("div", B.unary("log1p", B.binary("pow", 2.0, B.unary("neg", d))), _math.log(2.0))
-    return finish(B.select(B.binary("equal", a, b), B.binary("add", a, 1.0), B.binary("add", m, tail)), out)
+    return ufunc_finish("logaddexp2", _w_op("logaddexp2", to_float(x1), to_float(x2)), out, kwargs)
+
+
+def _w_op(op: str, *nodes: Any) -> Var:
+    """An elementwise op on float32 nodes, broadcast as numpy does."""
+    return var(B.make_node(op, nodes))
 
 
 def nan_to_num(x: Any, copy: bool = True, nan: float = 0.0, posinf: float | None = None,

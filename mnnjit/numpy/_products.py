@@ -23,8 +23,16 @@ def tensordot(a: Any, b: Any, axes: Any = 2):
     na, nb = node(a), node(b)
     if is_int(axes):
         k = int(axes)
-        if k < 0 or k > len(na.shape) or k > len(nb.shape):
-            raise ValueError("shape-mismatch for sum")
+        if k < 0:
+            raise ValueError("tensordot: axes must be a non-negative integer or a pair of axis lists")
+        # numpy's order of checks: pair by pair, an axis beyond a's or b's dimensions is an IndexError,
+        # a size mismatch a ValueError
+        for ia, ib in zip(range(-k, 0), range(k)):
+            if -ia > len(na.shape) or ib >= len(nb.shape):
+                raise IndexError(f"tensordot: axes={k} is more than the dimensions of the inputs "
+                                 f"({len(na.shape)} and {len(nb.shape)})")
+            if na.shape[ia] != nb.shape[ib]:
+                raise ValueError("shape-mismatch for sum")
         ax_a = list(range(len(na.shape) - k, len(na.shape)))
         ax_b = list(range(k))
     else:

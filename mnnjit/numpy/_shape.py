@@ -1,13 +1,10 @@
 """Shape and layout functions: reshape, stack/split, tile/repeat/pad, flip/roll/rot90, insert/delete..."""
 from __future__ import annotations
 
-import numbers
 from typing import Any, Sequence
 
 import numpy as _np
 
-from .._dtypes import I32
-from ..graph import Node
 from ..ops import build as B
 from ..ops.build import AxisError
 from ..var import Var
@@ -636,9 +633,3 @@ def trim_zeros(filt: Any, trim: str = "fb") -> Var:
     hi = (nz[-1] + 1 if nz.size else 0) if "b" in trim else vals.shape[0]
     hi = max(hi, lo)
     return var(n)[int(lo):int(hi)]
-
-
-__all__ = [n for n in dir() if not n.startswith("_") and n not in (
-    "annotations", "numbers", "Any", "Sequence", "I32", "Node", "B", "AxisError", "Var", "axis_arg", "const",
-    "finish", "flat", "is_int", "node", "var")]
-_unused = (numbers, I32, Node)

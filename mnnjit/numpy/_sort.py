@@ -128,11 +128,13 @@ def unique(ar: Any, return_index: bool = False, return_inverse: bool = False, re
     n = node(ar)
     if axis is not None:
         return _unique_axis(n, axis, return_index, return_inverse, return_counts)
-    values = var(n).read_view()
-    count = int(_np.unique(values.ravel()).shape[0]) if values.size else 0
     flat_n = flat(var(n))._node
-    outs = B.make("unique", [var(flat_n)], {"n": count})
-    vals, index, inverse, counts = outs
+    values = var(flat_n).read_view()
+    u, ix, inv, cnt = _np.unique(values, return_index=True, return_inverse=True, return_counts=True)
+    multi = B.make_node("unique", (flat_n,), {"n": int(u.shape[0])})
+    if not multi.live:  # the values are known now: keep them on the node instead of computing twice
+        multi.value = (u, ix.astype(_np.int32), inv.reshape(-1).astype(_np.int32), cnt.astype(_np.int32))
+    vals, index, inverse, counts = (var(o) for o in B.split_outputs(multi))
     if return_inverse and len(n.shape) != 1:
         inverse = B.reshape(inverse, n.shape)  # numpy 2: the inverse has the input's shape
     extra = [x for x, want in ((index, return_index), (inverse, return_inverse), (counts, return_counts)) if want]
@@ -140,6 +142,8 @@ def unique(ar: Any, return_index: bool = False, return_inverse: bool = False, re
 
 
 def _unique_axis(n, axis, return_index, return_inverse, return_counts):
+    if not is_int(axis):
+        raise TypeError(f"unique: axis must be a single integer, got {axis!r}")
     ax = axis_arg(axis, len(n.shape))
     arr = var(n).read_view()
     res = _np.unique(arr, return_index=return_index, return_inverse=return_inverse,
@@ -176,7 +180,7 @@ def flatnonzero(a: Any) -> Var:
     return const(_np.flatnonzero(vals).astype(_np.int32))
 
 
-def count_nonzero(a: Any, axis: Any = None, *, keepdims: bool = False):
+def count_nonzero(a: Any, axis: Any = None, keepdims: bool = False):
     """Number of non-zero values (a Python int for the whole array)."""
     n = node(a)
     nz = B.make_node("not_equal", (n, B.scalar_node(0, n.dtype)))

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import math as _math
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as _np
 
@@ -18,8 +18,65 @@ from ._core import var as _w
 _BY_SHAPE = frozenset({"reduce_sum", "reduce_prod"})
 
 
-def _reduce(op: str, a: Any, axis: Any, keepdims: Any, dtype: Any = None, out: Any = None):
-    res = B.reduce(op, a, axis, bool(keepdims), dtype)
+def _check_kwargs(name: str, kwargs: dict, allowed: tuple = ()) -> None:
+    """numpy's TypeError for keywords a function does not take."""
+    unknown = sorted(set(kwargs) - set(allowed))
+    if unknown:
+        raise TypeError(f"{name}() got an unexpected keyword argument {unknown[0]!r}")
+
+
+_COMBINE = {"reduce_sum": "add", "reduce_prod": "mul", "reduce_max": "maximum", "reduce_min": "minimum",
+            "reduce_all": "logical_and", "reduce_any": "logical_or"}
+
+
+def _identity(op: str, dt: _np.dtype):
+    if op in ("reduce_sum", "reduce_any"):
+        return 0
+    if op in ("reduce_prod", "reduce_all"):
+        return 1
+    info = _np.finfo(dt) if dt.kind == "f" else _np.iinfo(dt)
+    if dt.kind == "f":
+        return -_math.inf if op == "reduce_max" else _math.inf
+    return int(info.min) if op == "reduce_max" else int(info.max)
+
+
+def _reduce(op: str, a: Any, axis: Any, keepdims: Any, dtype: Any = None, out: Any = None,
+            kwargs: dict | None = None):
+    """A reduction with numpy's ``where=`` (masked elements ignored) and ``initial=`` keywords."""
+    kwargs = kwargs or {}
+    unknown = set(kwargs) - {"where", "initial"}
+    if unknown:
+        raise TypeError(f"{op.replace('reduce_', '')}() got an unexpected keyword argument {sorted(unknown)[0]!r}")
+    where = kwargs.get("where", True)
+    initial = kwargs.get("initial", None)
+    x = _w(node(a))
+    if dtype is not None:
+        x = B.cast(x, dtype)
+    if where is not True:
+        if op == "reduce_mean":
+            mask = B.broadcast_to(B.binary("not_equal", where, 0), x._node.shape)
+            s = B.reduce("reduce_sum", B.select(mask, B.cast(x, F32), 0.0), axis, bool(keepdims))
+            c = B.cast(B.reduce("reduce_sum", mask, axis, bool(keepdims)), F32)
+            res = B.binary("div", s, c)
+            return finish(res, out) if out is not None else scalar_or_var(res, axis, bool(keepdims))
+        if op not in _COMBINE:
+            raise TypeError(f"{op.replace('reduce_', '')}() does not support where=")
+        if op in ("reduce_max", "reduce_min") and initial is None:
+            raise ValueError(f"reduction operation '{'maximum' if op == 'reduce_max' else 'minimum'}' does not "
+                             "have an identity, so to use a where mask one has to specify 'initial'")
+        x = B.broadcast_to(B.select(where, x, _identity(op, x._node.dtype)),
+                           _np.broadcast_shapes(x._node.shape, node(where).shape))
+    if initial is not None and op not in _COMBINE:
+        raise TypeError(f"{op.replace('reduce_', '')}() got an unexpected keyword argument 'initial'")
+    if initial is not None:
+        # reduce [x..., initial] over the reduced axes: numpy's ``initial`` (also for empty slices)
+        xl, kept, kd_shape = _to_last(x._node, axis)
+        init = B.broadcast_to(B.cast(initial, x._node.dtype), kept + (1,))
+        res = B.reduce(op, B.concat([xl, init], len(kept)), len(kept), False)
+        if keepdims:
+            res = B.reshape(res, kd_shape)
+    else:
+        res = B.reduce(op, x, axis, bool(keepdims))
     if out is not None:
         return finish(res, out)
     return scalar_or_var(res, axis, bool(keepdims), by_shape=op in _BY_SHAPE)
@@ -28,27 +85,27 @@ def _reduce(op: str, a: Any, axis: Any, keepdims: Any, dtype: Any = None, out: A
 def sum(a: Any, axis: Any = None, out: Any = None, keepdims: bool = False, dtype: Any = None,  # noqa: A001
         **kwargs: Any):
     """Sum over ``axis`` (int32 for integers; a Python scalar for the whole array)."""
-    return _reduce("reduce_sum", a, axis, keepdims, dtype, out)
+    return _reduce("reduce_sum", a, axis, keepdims, dtype, out, kwargs)
 
 
 def prod(a: Any, axis: Any = None, out: Any = None, keepdims: bool = False, dtype: Any = None, **kwargs: Any):
     """Product over ``axis`` (a Python scalar for the whole array)."""
-    return _reduce("reduce_prod", a, axis, keepdims, dtype, out)
+    return _reduce("reduce_prod", a, axis, keepdims, dtype, out, kwargs)
 
 
 def mean(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdims: bool = False, **kwargs: Any):
     """Arithmetic mean over ``axis`` (float32; a Python float for the whole array)."""
-    return _reduce("reduce_mean", a, axis, keepdims, dtype, out)
+    return _reduce("reduce_mean", a, axis, keepdims, dtype, out, kwargs)
 
 
 def amax(a: Any, axis: Any = None, out: Any = None, keepdims: bool = False, **kwargs: Any):
     """Maximum over ``axis`` (numpy's ValueError for empty input)."""
-    return _reduce("reduce_max", a, axis, keepdims, None, out)
+    return _reduce("reduce_max", a, axis, keepdims, None, out, kwargs)
 
 
 def amin(a: Any, axis: Any = None, out: Any = None, keepdims: bool = False, **kwargs: Any):
     """Minimum over ``axis`` (numpy's ValueError for empty input)."""
-    return _reduce("reduce_min", a, axis, keepdims, None, out)
+    return _reduce("reduce_min", a, axis, keepdims, None, out, kwargs)
 
 
 max = amax  # noqa: A001
@@ -57,13 +114,13 @@ min = amin  # noqa: A001
 
 def all(a: Any, axis: Any = None, out: Any = None, keepdims: Any = None, **kwargs: Any):  # noqa: A001
     """Whether all elements are non-zero (a Python bool for the whole array; int32 0/1 per axis)."""
-    res = _reduce("reduce_all", a, axis, keepdims, None, out)
+    res = _reduce("reduce_all", a, axis, keepdims, None, out, kwargs)
     return bool(res) if not isinstance(res, Var) else res
 
 
 def any(a: Any, axis: Any = None, out: Any = None, keepdims: Any = None, **kwargs: Any):  # noqa: A001
     """Whether any element is non-zero (a Python bool for the whole array; int32 0/1 per axis)."""
-    res = _reduce("reduce_any", a, axis, keepdims, None, out)
+    res = _reduce("reduce_any", a, axis, keepdims, None, out, kwargs)
     return bool(res) if not isinstance(res, Var) else res
 
 
@@ -126,32 +183,41 @@ def _var_impl(a: Any, axis: Any, dtype: Any, keepdims: bool, ddof: float, nan: b
 _builtin_max = __builtins__["max"] if isinstance(__builtins__, dict) else __builtins__.max
 
 
-def var(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdims: bool = False, *,
-        ddof: float = 0, **kwargs: Any):
+def var(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, ddof: float = 0,
+        keepdims: bool = False, **kwargs: Any):
     """Variance ``mean((x - mean(x))**2)`` over ``axis`` (float32; Python float for the whole array)."""
+    ddof = _ddof("var", ddof, kwargs)
     res = _var_impl(a, axis, dtype, keepdims, ddof, False)
     return finish(scalar_or_var(res, axis, keepdims) if out is None else res, out)
 
 
-def std(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdims: bool = False, *,
-        ddof: float = 0, **kwargs: Any):
+def std(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, ddof: float = 0,
+        keepdims: bool = False, **kwargs: Any):
     """Standard deviation over ``axis`` (float32; Python float for the whole array)."""
+    ddof = _ddof("std", ddof, kwargs)
     res = B.unary("sqrt", _var_impl(a, axis, dtype, keepdims, ddof, False))
     return finish(scalar_or_var(res, axis, keepdims) if out is None else res, out)
 
 
-def nanvar(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdims: bool = False, *,
-           ddof: float = 0, **kwargs: Any):
+def nanvar(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, ddof: float = 0,
+        keepdims: bool = False, **kwargs: Any):
     """Variance ignoring NaNs."""
+    ddof = _ddof("nanvar", ddof, kwargs)
     res = _var_impl(a, axis, dtype, keepdims, ddof, True)
     return finish(scalar_or_var(res, axis, keepdims) if out is None else res, out)
 
 
-def nanstd(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdims: bool = False, *,
-           ddof: float = 0, **kwargs: Any):
+def nanstd(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, ddof: float = 0,
+        keepdims: bool = False, **kwargs: Any):
     """Standard deviation ignoring NaNs."""
+    ddof = _ddof("nanstd", ddof, kwargs)
     res = B.unary("sqrt", _var_impl(a, axis, dtype, keepdims, ddof, True))
     return finish(scalar_or_var(res, axis, keepdims) if out is None else res, out)
+
+
+def _ddof(name: str, ddof: float, kwargs: dict) -> float:
+    _check_kwargs(name, kwargs, ("correction",))
+    return kwargs.get("correction", ddof)
 
 
 def _nan_fill(a: Any, value: float) -> Var:
@@ -164,16 +230,19 @@ def _nan_fill(a: Any, value: float) -> Var:
 
 def nansum(a: Any, axis: Any = None, out: Any = None, keepdims: bool = False, dtype: Any = None, **kwargs: Any):
     """Sum treating NaNs as zero."""
+    _check_kwargs("nansum", kwargs)
     return _reduce("reduce_sum", _nan_fill(a, 0.0), axis, keepdims, dtype, out)
 
 
 def nanprod(a: Any, axis: Any = None, out: Any = None, keepdims: bool = False, dtype: Any = None, **kwargs: Any):
     """Product treating NaNs as one."""
+    _check_kwargs("nanprod", kwargs)
     return _reduce("reduce_prod", _nan_fill(a, 1.0), axis, keepdims, dtype, out)
 
 
 def nanmean(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdims: bool = False, **kwargs: Any):
     """Mean ignoring NaNs (NaN for all-NaN slices)."""
+    _check_kwargs("nanmean", kwargs)
     n = to_float(a)
     x = _w(n)
     valid = B.unary("logical_not", B.unary("isnan", x))
@@ -197,11 +266,13 @@ def _nan_extreme(op: str, a: Any, axis: Any, out: Any, keepdims: bool):
 
 def nanmax(a: Any, axis: Any = None, out: Any = None, keepdims: bool = False, **kwargs: Any):
     """Maximum ignoring NaNs (NaN for all-NaN slices)."""
+    _check_kwargs("nanmax", kwargs)
     return _nan_extreme("reduce_max", a, axis, out, keepdims)
 
 
 def nanmin(a: Any, axis: Any = None, out: Any = None, keepdims: bool = False, **kwargs: Any):
     """Minimum ignoring NaNs (NaN for all-NaN slices)."""
+    _check_kwargs("nanmin", kwargs)
     return _nan_extreme("reduce_min", a, axis, out, keepdims)
 
 
@@ -214,6 +285,9 @@ def _nan_arg(op: str, a: Any, axis: Any, out: Any, keepdims: bool):
     if axis is None and not keepdims:
         if bool(B.reduce("reduce_all", isn, None, False).read_view().item()):
             raise ValueError("All-NaN slice encountered")
+    elif not n.live and bool(B.reduce("reduce_any", B.reduce("reduce_all", isn, axis, False), None,
+                                      False).read_view().item()):
+        raise ValueError("All-NaN slice encountered")  # checked for known data (inputs not yet written: skipped)
     fill = -_math.inf if op == "argmax" else _math.inf
     return _arg(op, B.select(isn, fill, x), axis, out, keepdims)
 
@@ -376,9 +450,19 @@ def _q_result(res: Var, qa: _np.ndarray, axis: Any, keepdims: bool, out: Any):
     return res
 
 
+def _check_nonempty_quantile(a: Any, axis: Any) -> None:
+    """numpy's percentile/quantile raise IndexError on an empty reduction (median gives NaN instead)."""
+    n = node(a)
+    axes = B.normalize_axes(axis, len(n.shape))
+    if _count(n, axes) == 0:
+        raise IndexError("cannot take a percentile/quantile of an empty array: index -1 is out of bounds "
+                         "for axis 0 with size 0")
+
+
 def _method_arg(method: str, kwargs: dict) -> str:
-    if "interpolation" in kwargs:
+    if "interpolation" in kwargs:  # MNN's (and old numpy's) name for ``method``
         method = kwargs.pop("interpolation")
+    _check_kwargs("percentile", kwargs, ("weights",) if kwargs.get("weights") is None else ())
     return method
 
 
@@ -386,6 +470,7 @@ def percentile(a: Any, q: Any, axis: Any = None, out: Any = None, overwrite_inpu
                method: str = "linear", keepdims: bool = False, **kwargs: Any):
     """The ``q``-th percentiles (0..100) along ``axis`` (float32; numpy's 'linear' method by default)."""
     qa = _q_array(q, 100.0)
+    _check_nonempty_quantile(a, axis)
     res = _quantile(a, qa, axis, keepdims, _method_arg(method, kwargs), False)
     return _q_result(res, qa, axis, keepdims, out)
 
@@ -394,6 +479,7 @@ def quantile(a: Any, q: Any, axis: Any = None, out: Any = None, overwrite_input:
              method: str = "linear", keepdims: bool = False, **kwargs: Any):
     """The ``q``-th quantiles (0..1) along ``axis``."""
     qa = _q_array(q, 1.0)
+    _check_nonempty_quantile(a, axis)
     res = _quantile(a, qa, axis, keepdims, _method_arg(method, kwargs), False)
     return _q_result(res, qa, axis, keepdims, out)
 
@@ -431,6 +517,8 @@ def _scan(op: str, x: Any, axis: Any, dtype: Any, out: Any) -> Var:
     n = node(x)
     if dtype is not None:
         n = B.cast_node(n, _as_np_dtype(dtype))
+    elif n.dtype.kind in "iu" and n.dtype.itemsize < 4:
+        n = B.cast_node(n, I32)  # numpy accumulates small integers in the platform int (narrowed: int32)
     if axis is None:
         n, ax = flat(_w(n))._node, 0
     else:
@@ -641,7 +729,8 @@ def histogram(a: Any, bins: Any = 10, range: Any = None, normed: Any = None, wei
     """Counts (int32, or the weights' sum) per bin and the float32 bin edges (numpy.histogram)."""
     n = flat(a)._node
     attrs = _hist_attrs(n, bins, range)
-    if attrs["range"] is None and n.size and isinstance(attrs["bins"], int):
+    if attrs["range"] is None and n.size and isinstance(attrs["bins"], int) and not n.live:
+        # known data: report a non-finite autodetected range now (otherwise the op raises when computed)
         v = _w(n).read_view()
         if v.dtype.kind == "f" and not _np.isfinite(v).all():
             raise ValueError(f"autodetected range of [{v.min()}, {v.max()}] is not finite")
@@ -868,4 +957,3 @@ def trace(a: Any, offset: int = 0, axis1: int = 0, axis2: int = 1, dtype: Any = 
     return finish(res.read_view().item() if len(res._node.shape) == 0 and out is None else res, out)
 
 
-_unused = (Sequence, I32)

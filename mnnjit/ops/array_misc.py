@@ -32,8 +32,10 @@ Attribute conventions (every ``axis`` is a non-negative int resolved by the fron
                     ``low``, ``high``, ``dtype``: numpy's PCG64 Generator seeded with ``seed``, so a node
                     always produces the same values.
 * ``frexp``         inputs (x float32,); two outputs: mantissa float32, exponent int32.
+* elementwise float32: ``exp2``, ``logaddexp``, ``logaddexp2`` (numpy's NaN/inf handling).
 * elementwise: ``gcd``, ``lcm`` (int32), ``nextafter``, ``ldexp`` (float32 x, int32 exponent),
-                    ``spacing``, ``i0``, ``cbrt``, ``signbit`` (int32 0/1).
+                    ``cbrt``, ``signbit`` (int32 0/1); ``i0``, ``spacing`` (opaque: Numba lacks np.i0, and its
+                    np.spacing differs from numpy's at -0.0).
 """
 from __future__ import annotations
 
@@ -374,9 +376,26 @@ register(OpDef("nextafter", "elementwise", _bin_same, lambda xs, at: np.nextafte
                scalar="np.nextafter(a, b)"))
 register(OpDef("ldexp", "elementwise", lambda i, a: (broadcast_shape(i[0].shape, i[1].shape), i[0].dtype),
                lambda xs, at: np.ldexp(xs[0], xs[1]), scalar="math.ldexp(a, b)"))
-register(OpDef("spacing", "elementwise", _same, lambda xs, at: np.spacing(xs[0])))  # Numba computes it in float64
-register(OpDef("i0", "elementwise", _same, lambda xs, at: np.i0(xs[0].astype(np.float64)), scalar="np.i0(a)"))
+register(OpDef("spacing", "opaque", _same, lambda xs, at: np.spacing(xs[0])))  # Numba's np.spacing(-0.0) < 0
+register(OpDef("i0", "opaque", _same, lambda xs, at: np.i0(xs[0].astype(np.float64))))  # Numba has no np.i0
 register(OpDef("cbrt", "elementwise", _same, lambda xs, at: np.cbrt(xs[0]),
                scalar="math.copysign(abs(a) ** (1.0 / 3.0), a)"))
 register(OpDef("signbit", "elementwise", _un_i32, lambda xs, at: np.signbit(xs[0]),
                scalar="(1 if math.copysign(1.0, a) < 0 else 0)"))
+
+register(OpDef("exp2", "elementwise", _same, lambda xs, at: np.exp2(xs[0]), scalar="(2.0 ** a)"))
+
+
+def _logaddexp_ref(fn):
+    def ref(xs, at):
+        with np.errstate(all="ignore"):
+            return fn(xs[0], xs[1])
+    return ref
+
+
+register(OpDef("logaddexp", "elementwise", _bin_same, _logaddexp_ref(np.logaddexp),
+               scalar="((a + b) if (a != a or b != b) else (a + 0.6931471805599453 if a == b else "
+                      "(max(a, b) + math.log1p(math.exp(-abs(a - b))))))"))
+register(OpDef("logaddexp2", "elementwise", _bin_same, _logaddexp_ref(np.logaddexp2),
+               scalar="((a + b) if (a != a or b != b) else (a + 1.0 if a == b else "
+                      "(max(a, b) + math.log1p(2.0 ** (-abs(a - b))) * 1.4426950408889634)))"))

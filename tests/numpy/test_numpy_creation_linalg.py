@@ -263,3 +263,19 @@ def test_scalars_and_misc():
     assert_close(mnp.bmat([[np.eye(2), np.zeros((2, 1))]]), np.asarray(np.bmat([[np.eye(2), np.zeros((2, 1))]])))
     with pytest.raises(ValueError):
         mnp.asarray_chkfinite([1.0, np.inf])
+
+
+def test_remaining_names():
+    assert mnp.pi == np.pi and mnp.newaxis is None and mnp.inf == np.inf
+    s = np.array([[0.5, 1.5, 2.5], [0.5, 0.5, 2.9]], np.float32).T
+    h, edges = mnp.histogramdd(s, bins=(2, 3))
+    wh, wedges = np.histogramdd(s, bins=(2, 3))
+    assert_close(h, wh, check_dtype=False)
+    assert_close(list(edges), list(wedges))
+    assert_close(mnp.sort_complex(np.array([3, 1, 2], np.float32)), np.array([1, 2, 3], np.float32))
+    assert_close(mnp.triu_indices_from(np.ones((3, 4)), 1), np.triu_indices_from(np.ones((3, 4)), 1))
+    a = np.arange(6).reshape(2, 3)
+    it = mnp.nested_iters([mnp.array(a)], [[0], [1]])
+    assert [[x.item() for x in it[1]] for _ in it[0]] == [[0, 1, 2], [3, 4, 5]]
+    p = np.array([0, 3, 6.5, -3, 9], np.float32)
+    assert_close(mnp.unwrap(p), np.unwrap(p), rtol=1e-5, atol=1e-5)

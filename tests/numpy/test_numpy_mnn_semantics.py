@@ -403,3 +403,117 @@ def test_deviation_ifm(expr, mnn_answer, expected):
     i, f, m = _ifm()  # noqa: F841 (used by eval)
     got = repr(eval(expr)).replace("\n", " ")
     assert got == expected and got != mnn_answer
+
+
+#: Recorded MNN answers on ``m = array([[1., 2., 3.], [4., 5., 6.]])``, ``i = array([[3, 1, 2], [0, 5, 4]])``.
+RECORDED_MI = [
+    ('np.pad(m, ((1,0),(0,1)))', 'Var', 'array([[0., 0., 0., 0.],        [1., 2., 3., 0.],        [4., 5., 6., 0.]], dtype=float32)'),
+    ("np.pad(m, 1, 'symmetric')", 'Var', 'array([[1., 1., 2., 3., 3.],        [1., 1., 2., 3., 3.],        [4., 4., 5., 6., 6.],        [4., 4., 5., 6., 6.]], dtype=float32)'),
+    ('np.split(m, 3, 1)', 'list', '[array([[1.],        [4.]], dtype=float32), array([[2.],        [5.]], dtype=float32), array([[3.],        [6.]], dtype=float32)]'),
+    ('np.concatenate([m, m], 1)', 'Var', 'array([[1., 2., 3., 1., 2., 3.],        [4., 5., 6., 4., 5., 6.]], dtype=float32)'),
+    ('np.stack([m, m], 1)', 'Var', 'array([[[1., 2., 3.],         [1., 2., 3.]],         [[4., 5., 6.],         [4., 5., 6.]]], dtype=float32)'),
+    ('np.sort(i, 0)', 'Var', 'array([[0, 1, 2],        [3, 5, 4]], dtype=int32)'),
+    ('np.argsort(i, 0)', 'Var', 'array([[1, 0, 0],        [0, 1, 1]], dtype=int32)'),
+    ('np.argmax(i, axis=0)', 'Var', 'array([0, 1, 1], dtype=int32)'),
+    ('np.argmin(i, 1)', 'Var', 'array([1, 0], dtype=int32)'),
+    ('np.transpose(i)', 'Var', 'array([[3, 0],        [1, 5],        [2, 4]], dtype=int32)'),
+    ('np.moveaxis(np.ones([2,3,4]), 0, 2).shape', 'list', '[3, 4, 2]'),
+    ('np.expand_dims(m, (0,2)).shape', 'list', '[1, 2, 1, 3]'),
+    ('np.squeeze(np.ones([1,3,1])).shape', 'list', '[3]'),
+    ('np.mean(i)', 'float', '2.5'),
+    ('np.mean(i, 0)', 'Var', 'array([1.5, 3. , 3. ], dtype=float32)'),
+    ('np.var(i)', 'float', '2.9166667461395264'),
+    ('np.std(i, 1)', 'Var', 'array([0.8164966, 2.1602468], dtype=float32)'),
+    ('np.sum(i, -1)', 'Var', 'array([6, 9], dtype=int32)'),
+    ('np.max(i)', 'int', '5'),
+    ('np.min(m, 0)', 'Var', 'array([1., 2., 3.], dtype=float32)'),
+    ('np.cumsum(i, 1)', 'Var', 'array([[3, 4, 6],        [0, 5, 9]], dtype=int32)'),
+    ('np.cumsum(m, 0)', 'Var', 'array([[1., 2., 3.],        [5., 7., 9.]], dtype=float32)'),
+    ('np.prod(m, 1)', 'Var', 'array([  6., 120.], dtype=float32)'),
+    ('np.where(i > 2, i, 0)', 'Var', 'array([[3, 0, 0],        [0, 5, 4]], dtype=int32)'),
+    ('np.nonzero(i > 2)', 'tuple', '(array([0, 1, 1], dtype=int32), array([0, 1, 2], dtype=int32))'),
+    ('np.clip(i, 1, 4)', 'Var', 'array([[3, 1, 2],        [1, 4, 4]], dtype=int32)'),
+    ('np.abs(np.array([-1.5, 2]))', 'Var', 'array([1.5, 2. ], dtype=float32)'),
+    ('np.floor_divide(i, 2)', 'Var', 'array([[1, 0, 1],        [0, 2, 2]], dtype=int32)'),
+    ('np.mod(i, 3)', 'Var', 'array([[0, 1, 2],        [0, 2, 1]], dtype=int32)'),
+    ('np.power(i, 2)', 'Var', 'array([[ 9,  1,  4],        [ 0, 25, 16]], dtype=int32)'),
+    ('np.matmul(m, np.ones([3,2]))', 'Var', 'array([[ 6.,  6.],        [15., 15.]], dtype=float32)'),
+    ('np.linalg.norm(m)', 'Var', 'array(9.539392, dtype=float32)'),
+    ('np.linalg.norm(m, axis=1)', 'Var', 'array([3.7416575, 8.774964 ], dtype=float32)'),
+    ('np.flatnonzero(i)', 'Var', 'array([0, 1, 2, 4, 5], dtype=int32)'),
+    ('np.count_nonzero(i, 0)', 'Var', 'array([1, 2, 2], dtype=int32)'),
+    ('np.array_split(m, 3, 1)', 'list', '[array([[1.],        [4.]], dtype=float32), array([[2.],        [5.]], dtype=float32), array([[3.],        [6.]], dtype=float32)]'),
+    ('np.hsplit(m, 3)', 'list', '[array([[1.],        [4.]], dtype=float32), array([[2.],        [5.]], dtype=float32), array([[3.],        [6.]], dtype=float32)]'),
+    ('np.vstack([m, m]).shape', 'list', '[4, 3]'),
+    ('np.hstack([m, m]).shape', 'list', '[2, 6]'),
+    ('np.dstack([m, m]).shape', 'list', '[2, 3, 2]'),
+    ('np.column_stack([np.array([1,2]), np.array([3,4])])', 'Var', 'array([[1, 3],        [2, 4]], dtype=int32)'),
+    ('np.swapaxes(np.ones([2,3,4]), 0, 2).shape', 'list', '[4, 3, 2]'),
+    ('np.rollaxis(np.ones([2,3,4]), 2, 0).shape', 'list', '[4, 2, 3]'),
+    ('np.reshape(i, [3, -1])', 'Var', 'array([[3, 1],        [2, 0],        [5, 4]], dtype=int32)'),
+    ('np.ravel(i)', 'Var', 'array([3, 1, 2, 0, 5, 4], dtype=int32)'),
+    ('np.full([2,2], 1.5)', 'Var', 'array([[1.5, 1.5],        [1.5, 1.5]], dtype=float32)'),
+    ('np.eye(2, 3, 1)', 'Var', 'array([[0., 1., 0.],        [0., 0., 1.]], dtype=float32)'),
+    ('np.arange(2, 10, 3)', 'Var', 'array([2, 5, 8], dtype=int32)'),
+    ('np.arange(-1, -5, -1)', 'Var', 'array([-1, -2, -3, -4], dtype=int32)'),
+    ('np.around(np.array([2.5, -2.5, 0.49]))', 'Var', 'array([ 3., -3.,  0.], dtype=float32)'),
+    ('np.sign(np.array([-2, 0, 3]))', 'Var', 'array([-1,  0,  1], dtype=int32)'),
+    ('np.ptp(i, 1)', 'Var', 'array([2, 5], dtype=int32)'),
+    ('np.maximum(i, 2)', 'Var', 'array([[3, 2, 2],        [2, 5, 4]], dtype=int32)'),
+    ('np.minimum(m, 2.5)', 'Var', 'array([[1. , 2. , 2.5],        [2.5, 2.5, 2.5]], dtype=float32)'),
+    ('np.log(np.array([2.]))', 'Var', 'array([0.6931472], dtype=float32)'),
+    ('np.sqrt(np.array([2.]))', 'Var', 'array([1.4142135], dtype=float32)'),
+    ('np.square(np.array([1.5]))', 'Var', 'array([2.25], dtype=float32)'),
+    ('np.reciprocal(np.array([4.]))', 'Var', 'array([0.25], dtype=float32)'),
+    ('np.negative(i)', 'Var', 'array([[-3, -1, -2],        [ 0, -5, -4]], dtype=int32)'),
+    ('np.subtract(i, 1)', 'Var', 'array([[ 2,  0,  1],        [-1,  4,  3]], dtype=int32)'),
+    ('np.multiply(m, 2)', 'Var', 'array([[ 2.,  4.,  6.],        [ 8., 10., 12.]], dtype=float32)'),
+    ('np.add(m, i)', 'Var', 'array([[ 4.,  3.,  5.],        [ 4., 10., 10.]], dtype=float32)'),
+    ('np.true_divide(m, 2)', 'Var', 'array([[0.5, 1. , 1.5],        [2. , 2.5, 3. ]], dtype=float32)'),
+    ('np.floor(np.array([-1.5, 1.5]))', 'Var', 'array([-2.,  1.], dtype=float32)'),
+    ('np.ceil(np.array([-1.5, 1.5]))', 'Var', 'array([-1.,  2.], dtype=float32)'),
+    ('np.broadcast_to(np.array([1,2,3]), [2,3])', 'Var', 'array([[1, 2, 3],        [1, 2, 3]], dtype=int32)'),
+    ('np.atleast_1d(np.array(1.0))', 'Var', 'array([1.], dtype=float32)'),
+    ('np.array_equal(m, m)', 'bool', 'True'),
+    ('np.array_equiv(m, m)', 'bool', 'True'),
+    ('np.argwhere(i > 3)', 'Var', 'array([[1, 1],        [1, 2]], dtype=int32)'),
+    ('np.nanmax(m)', 'float', '6.0'),
+    ('np.nanmin(m, 1)', 'Var', 'array([1., 4.], dtype=float32)'),
+    ('np.nansum(m, 0)', 'Var', 'array([5., 7., 9.], dtype=float32)'),
+    ('np.nanprod(m)', 'float', '720.0'),
+    ('np.nanmean(m, 1)', 'Var', 'array([2., 5.], dtype=float32)'),
+    ('np.nanvar(m)', 'float', '2.9166667461395264'),
+    ('np.nanargmax(m, 1)', 'Var', 'array([2, 2], dtype=int32)'),
+    ('np.average(m, 1)', 'Var', 'array([2., 5.], dtype=float32)'),
+    ('np.mean(m, axis=(0,1))', 'Var', 'array(3.5, dtype=float32)'),
+    ('np.sum(m, axis=(0,1))', 'float', '21.0'),
+]
+
+#: Deliberate deviations on the same inputs: (expression, real MNN's repr, mnnjit's = numpy's repr).
+DEVIATIONS_MI = [
+    ('np.repeat(i, 2, 0)', 'array([3, 3, 1, 1, 2, 2, 0, 0, 5, 5, 4, 4], dtype=int32)', 'array([[3, 1, 2],        [3, 1, 2],        [0, 5, 4],        [0, 5, 4]], dtype=int32)'),
+    ('np.linalg.svd(np.array([[3.,0.],[0.,4.]]))', '(array([[1., 0.],        [0., 1.]], dtype=float32), array([3., 4.], dtype=float32), array([[1., 0.],        [0., 1.]], dtype=float32))', '(array([[0., 1.],        [1., 0.]], dtype=float32), array([4., 3.], dtype=float32), array([[0., 1.],        [1., 0.]], dtype=float32))'),
+    ('np.linalg.solve(np.array([[2.,0.],[0.,4.]]), np.array([2.,8.]))', 'array([2., 8.], dtype=float32)', 'array([1., 2.], dtype=float32)'),
+    ('np.any(i > 4, 1)', 'False', 'array([0, 1], dtype=int32)'),
+    ('np.all(i > -1, 0)', 'True', 'array([1, 1, 1], dtype=int32)'),
+    ('np.copysign(np.array([1.,-2.]), np.array([-1.,1.]))', 'array([-1., -2.], dtype=float32)', 'array([-1.,  2.], dtype=float32)'),
+]
+
+
+def _mi():
+    return np.array([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]]), np.array([[3, 1, 2], [0, 5, 4]])
+
+
+@pytest.mark.parametrize("expr, type_name, expected", RECORDED_MI)
+def test_recorded_mi(expr, type_name, expected):
+    m, i = _mi()  # noqa: F841 (used by eval)
+    got = eval(expr)
+    assert type(got).__name__ == type_name
+    assert repr(got).replace("\n", " ") == expected
+
+
+@pytest.mark.parametrize("expr, mnn_answer, expected", DEVIATIONS_MI)
+def test_deviation_mi(expr, mnn_answer, expected):
+    m, i = _mi()  # noqa: F841 (used by eval)
+    got = repr(eval(expr)).replace("\n", " ")
+    assert got == expected and got != mnn_answer

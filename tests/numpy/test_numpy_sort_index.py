@@ -276,3 +276,20 @@ def test_errors():
         mnp.searchsorted(np.ones((2, 2)), 1)
     with pytest.raises(np.exceptions.AxisError):
         mnp.sort(np.arange(3), axis=1)
+
+
+def test_graphs_over_placeholders_recompute_after_write():
+    """Functions build lazy graphs: built on an unwritten placeholder, they follow each write."""
+    import mnnjit.expr as E
+    x = E.placeholder([6], E.float)
+    h, _ = mnp.histogram(x, 3)
+    outs = [mnp.sort(x), mnp.cumsum(x), mnp.pad(x, 1, "reflect"), mnp.nanargmax(mnp.reshape(x, (2, 3)), axis=1),
+            mnp.percentile(x, 50, axis=0), mnp.tile(x, 2), mnp.flip(x), mnp.diff(x), h]
+    refs = [np.sort, lambda v: np.cumsum(v), lambda v: np.pad(v, 1, "reflect"),
+            lambda v: np.nanargmax(v.reshape(2, 3), axis=1), lambda v: np.percentile(v, 50, axis=0),
+            lambda v: np.tile(v, 2), np.flip, np.diff, lambda v: np.histogram(v, 3)[0]]
+    for data in ([3, 1, 2, 5, 4, 0], [1, 1, 1, 1, 1, 9]):
+        v = np.array(data, np.float32)
+        x.write(v)
+        for got, ref in zip(outs, refs):
+            assert_close(got, ref(v), rtol=1e-6, check_dtype=False)
