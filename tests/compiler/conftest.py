@@ -4,9 +4,13 @@ from __future__ import annotations
 import pytest
 
 
-@pytest.fixture(scope="session", autouse=True)
+@pytest.fixture(scope="module", autouse=True)
 def compiled_path(tmp_path_factory):
-    """Use a temporary MNNJIT_CACHE_DIR and compile every group regardless of size."""
+    """Use a temporary MNNJIT_CACHE_DIR and compile every group regardless of size.
+
+    Module scope: a session-scoped autouse fixture here would stay active for every test collected
+    after this directory (the whole rest of the suite would then run compiled, in a temp cache).
+    """
     import os
 
     from mnnjit import compiler
@@ -18,7 +22,7 @@ def compiled_path(tmp_path_factory):
     jit.reset()
     prev = compiler.set_threshold(0)
     yield cache
-    compiler.set_threshold(None)
+    compiler.set_threshold(None if prev >= 1 << 40 else prev)
     jit.reset()
     if old_env is None:
         os.environ.pop("MNNJIT_CACHE_DIR", None)

@@ -7,7 +7,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 import mnnjit.expr as JF
-from conftest import both, c4
+from expr_oracle import both, c4
 from mnnjit.ops.nn_conv import conv2d_ref
 
 

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import mnnjit.expr as JF
-from conftest import both, c4, values
+from expr_oracle import both, c4, values
 
 rng = np.random.default_rng(42)
 X = rng.standard_normal((2, 3, 4, 6)).astype(np.float32)

@@ -5,7 +5,7 @@ import numpy as np
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from conftest import both, c4
+from expr_oracle import both, c4
 
 shapes = st.lists(st.integers(1, 5), min_size=1, max_size=4).map(tuple)
 S = settings(max_examples=15, deadline=None)
@@ -138,7 +138,7 @@ def test_detection_post_process(MF, k, c, maxd, per, thr, iou, seed):
     enc = rng.standard_normal((1, k, 4)).astype(np.float32)
     n = k * (c + 1)
     cls = (rng.permutation(n).reshape(1, k, c + 1).astype(np.float32) + 0.5) / n  # distinct, never == thr
-    from conftest import values
+    from expr_oracle import values
     import mnnjit.expr as JF
 
     def run(F):
