@@ -1,5 +1,5 @@
 """Executor settings of MNN.expr: lazy_eval, set_lazy_mode, gc, set_thread_number,
-set_global_executor_config (what each means for mnnjit is in docs/compat/expr.md)."""
+set_global_executor_config (what each means for mnnjit is in docs/COMPATIBILITY.md)."""
 from __future__ import annotations
 
 import gc as _gc

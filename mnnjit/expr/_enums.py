@@ -8,7 +8,7 @@ from .._dtypes import _MNNEnum
 
 
 class Backend(_MNNEnum):
-    """Compute backend (mnnjit computes on the CPU whatever is asked; see docs/compat/expr.md)."""
+    """Compute backend (mnnjit computes on the CPU whatever is asked; see docs/COMPATIBILITY.md)."""
 
     CPU = 0
     METAL = 1

@@ -1,6 +1,6 @@
 """MNN.expr neural-network functions: convolution, pooling, resize, softmax, activations,
 normalisation, detection. Argument orders, defaults, (x, y) tuple order and format checks follow
-real MNN 3.6.1 (see docs/compat/expr.md for the few differences)."""
+real MNN 3.6.1 (see docs/COMPATIBILITY.md for the few differences)."""
 from __future__ import annotations
 
 from typing import Any, Sequence

@@ -42,7 +42,7 @@ def binary_op(ctx: Ctx, op, xs):
     kind = str(p.get("opType", "ADD"))
     a, b = xs[0], xs[1]
     if kind in ("DIV", "REALDIV") and a.dtype.kind in "iu" and b.dtype.kind in "iu":
-        name = "floordiv"  # MNN divides integers to an integer (shape arithmetic); see docs/compat
+        name = "floordiv"  # MNN divides integers to an integer (shape arithmetic); see docs/COMPATIBILITY.md
     elif kind == "MUL_SILU":
         out = B.binary("mul", a, B.unary("sigmoid", b))
         return node_of(B.binary("mul", out, b))

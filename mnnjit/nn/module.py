@@ -206,7 +206,7 @@ def load_module_from_file(file_name: str, input_names: Sequence[str] = (), outpu
                           backend: Any = 0, memory_mode: Any = 0, power_mode: Any = 0, precision_mode: Any = 0,
                           num_thread: int = 1, runtime_manager: RuntimeManager | None = None,
                           thread_num: int | None = None) -> _Module:
-    """Load a .mnn model as a Module (MNN's keyword arguments; see docs/compat/models.md)."""
+    """Load a .mnn model as a Module (MNN's keyword arguments; see docs/COMPATIBILITY.md)."""
     if not isinstance(file_name, (str, os.PathLike)):
         raise TypeError(f"file_name must be a path, got {type(file_name).__name__}")
     if runtime_manager is not None and not isinstance(runtime_manager, RuntimeManager):

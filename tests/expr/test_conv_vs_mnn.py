@@ -63,7 +63,7 @@ def test_conv2d_ref_matches_naive(n, cg, og, group, k, s, d, pads, hw, act, seed
        hw=st.tuples(st.integers(5, 8), st.integers(5, 8)), seed=st.integers(0, 2**16))
 def test_conv2d_vs_mnn(MF, cg, og, group, k, s, d, pad, mode, hw, seed):
     # real MNN's F.conv2d computes garbage for grouped convolutions other than depthwise
-    # (uninitialised memory; see docs/compat/expr.md): compare group == 1 and depthwise only
+    # (uninitialised memory; see docs/COMPATIBILITY.md): compare group == 1 and depthwise only
     rng = np.random.default_rng(seed)
     if group > 1:
         cg = og = 1

@@ -2,7 +2,7 @@
 
 Each expression was evaluated with ``import MNN.numpy as np``; the expected text is real MNN's ``repr``.
 mnnjit must print the same. Deliberate deviations (numpy's behaviour where MNN is wrong) are in
-``DEVIATIONS`` with both answers, and in docs/compat/numpy.md.
+``DEVIATIONS`` with both answers, and in docs/COMPATIBILITY.md.
 """
 from __future__ import annotations
 
