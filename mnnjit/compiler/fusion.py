@@ -98,9 +98,33 @@ def reduce_ok(node) -> bool:
             and x.size > 0)
 
 
+def duplicable(j: int, nodes: list, consumers: list, roots: set, threshold: int) -> bool:
+    """Whether producer ``j`` (several consumers) may be recomputed in each consumer's kernel.
+
+    Every consumer must itself be a compiled node over ``j``'s shape (so each ends in a group that
+    pulls ``j`` in), at most 3 of them, and ``j`` must not be a requested result.
+    """
+    nj = nodes[j]
+    cons = consumers[j]
+    if j in roots or not 1 < len(cons) <= 3 or nj.size < max(threshold, 1) or not ew_ok(nj):
+        return False
+    for c in cons:
+        nc = nodes[c]
+        if reduce_ok(nc):
+            if nc.inputs[0].shape != nj.shape:
+                return False
+        elif not (ew_ok(nc) and nc.shape == nj.shape):
+            return False
+    return True
+
+
 def build_group(root: int, nodes: list, in_pos: list, consumers: list, is_val: list, roots: set,
-                assigned: set) -> Group | None:
-    """Grow the group rooted at ``root`` (reverse-topological greedy); None when not compilable."""
+                assigned: set, dup: set = frozenset()) -> Group | None:
+    """Grow the group rooted at ``root`` (reverse-topological greedy); None when not compilable.
+
+    ``dup`` holds producers that may be recomputed inside every consumer's group rather than
+    materialised (cheaper than writing and re-reading a full-size intermediate).
+    """
     rnode = nodes[root]
     if reduce_ok(rnode):
         shape = rnode.inputs[0].shape
@@ -112,12 +136,12 @@ def build_group(root: int, nodes: list, in_pos: list, consumers: list, is_val: l
     work = list(in_pos[root])
     while work:
         j = work.pop()
-        if j in members or is_val[j] or j in assigned or j in roots:
+        if j in members or is_val[j] or j in roots:
             continue
         nj = nodes[j]
         if nj.shape != shape or not ew_ok(nj):
             continue
-        if any(c not in members for c in consumers[j]):
+        if j not in dup and any(c not in members for c in consumers[j]):
             continue
         members.add(j)
         work.extend(in_pos[j])

@@ -27,7 +27,7 @@ import numpy as np
 from ..graph import Node, topo_order
 from ..ops import registry
 from . import config
-from .fusion import Group, build_group
+from .fusion import Group, build_group, duplicable
 
 #: Nodes with fewer elements than this (output and largest input) never join a kernel group
 #: (they are folded on the reference path first).
@@ -270,10 +270,11 @@ def build_plan(tr: Trace) -> Plan:
     # 4. fusion
     assigned: set[int] = set()
     groups: dict[int, Group] = {}
+    dup = {i for i in range(n) if live[i] and not leafish[i] and duplicable(i, order, consumers, roots, thr)}
     for i in range(n - 1, -1, -1):
         if not live[i] or leafish[i] or i in assigned:
             continue
-        g = build_group(i, order, list(cin), consumers, leafish, roots - {i}, assigned)
+        g = build_group(i, order, list(cin), consumers, leafish, roots - {i}, assigned, dup)
         if g is None:
             continue
         if g.size < thr or g.size == 0:
