@@ -90,7 +90,7 @@ def _build(recipe):
     return out
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=25, deadline=None)
 @given(recipes())
 def test_random_graphs_match_reference(recipe):
     expected, got = reference_and_compiled(lambda: _build(recipe))

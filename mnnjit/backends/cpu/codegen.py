@@ -27,7 +27,7 @@ from functools import lru_cache
 from ...compiler.fusion import GroupSpec
 from ...ops import registry
 
-CODEGEN_VERSION = 8  # bump when generated code or intrinsics.py change (kernel cache directory)
+CODEGEN_VERSION = 9  # bump when generated code or intrinsics.py change (kernel cache directory)
 
 
 @dataclass(frozen=True)
@@ -103,7 +103,7 @@ _ACC = {  # reduce op -> (float accumulator, int accumulator)
 REDUCE_OPS = frozenset(_ACC)
 
 #: Independent accumulators in a max/min reduction's innermost loop.
-LANES_MINMAX = 8
+LANES_MINMAX = 4
 
 _INT_LIMITS = {"int32": (-2 ** 31, 2 ** 31 - 1), "uint8": (0, 255), "int8": (-128, 127)}
 
