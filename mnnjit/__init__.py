@@ -18,15 +18,25 @@ def version() -> str:
     return __version__
 
 
+#: Modules whose public names pymnn exposes at the top level (``MNN.Interpreter``, ``MNN.CVMatrix``, ...).
+_TOP_LEVEL_PROVIDERS = ("session", "imageprocess")
+
+
 def __getattr__(name: str) -> Any:
     if name in _SUBMODULES:
         return importlib.import_module(f"{__name__}.{name}")
-    try:
-        session_api = importlib.import_module(f"{__name__}.session")
-    except ModuleNotFoundError:
-        session_api = None
-    if session_api is not None and hasattr(session_api, name):
-        return getattr(session_api, name)
+    if not name.startswith("_"):
+        for provider in _TOP_LEVEL_PROVIDERS:
+            try:
+                module = importlib.import_module(f"{__name__}.{provider}")
+            except ModuleNotFoundError as exc:
+                if exc.name != f"{__name__}.{provider}":
+                    raise
+                continue
+            if hasattr(module, name):
+                value = getattr(module, name)
+                globals()[name] = value
+                return value
     raise AttributeError(f"module 'mnnjit' has no attribute {name!r}")
 
 

@@ -213,6 +213,26 @@ class Var:
         """Address of the computed data."""
         return int(self._value().ctypes.data)
 
+    def copy_to_device_ptr(self, device_ptr: int, memory_type: int) -> None:
+        """Copy the data to the address ``device_ptr``; mnnjit only has host memory (memory_type 0, CPU)."""
+        if int(memory_type) != 0:
+            raise RuntimeError(f"copy_to_device_ptr: mnnjit keeps data in host memory; memory_type {memory_type} "
+                               "(a GPU backend) is not available, use 0 (CPU)")
+        import ctypes
+        data = np.ascontiguousarray(self._packed())
+        ctypes.memmove(int(device_ptr), data.ctypes.data, data.nbytes)
+
+    def set_device_ptr(self, device_ptr: int, memory_type: int) -> None:
+        """Take this Var's data from host address ``device_ptr`` (memory_type 0, CPU; same shape and dtype)."""
+        if int(memory_type) != 0:
+            raise RuntimeError(f"set_device_ptr: mnnjit keeps data in host memory; memory_type {memory_type} "
+                               "(a GPU backend) is not available, use 0 (CPU)")
+        import ctypes
+        node = self._node
+        buf = np.empty(node.shape, node.dtype)
+        ctypes.memmove(buf.ctypes.data, int(device_ptr), buf.nbytes)
+        self.write(buf)
+
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
         v = self.read() if self._node.fmt == "NC4HW4" else self._value()
         if dtype is not None:
@@ -270,6 +290,24 @@ class Var:
             raise TypeError("iteration over a 0-d array")
         for i in range(self._node.shape[0]):
             yield self[i]
+
+    def __next__(self) -> Any:
+        """The next item along axis 0 (pymnn Vars are their own iterators); StopIteration at the end."""
+        if not self._node.shape:
+            raise TypeError("iteration over a 0-d array")
+        key = id(self)
+        if key not in _NEXT_POS:
+            _NEXT_POS[key] = 0
+            _weakref.finalize(self, _NEXT_POS.pop, key, None)
+        pos = _NEXT_POS[key]
+        if pos >= self._node.shape[0]:
+            _NEXT_POS[key] = 0
+            raise StopIteration
+        _NEXT_POS[key] = pos + 1
+        return self[pos]
+
+    def __delitem__(self, key: Any) -> None:
+        raise ValueError("cannot delete array elements")
 
     def __hash__(self) -> int:
         return id(self)
@@ -413,6 +451,11 @@ _VAR_METHODS = {n: n for n in (
     "var", "cumsum", "cumprod", "partition", "trace", "diagonal",
 )}
 _VAR_METHODS.update({"max": "amax", "min": "amin"})
+
+
+#: Positions of Vars used as iterators through ``next()`` (pymnn Vars are their own iterators).
+import weakref as _weakref  # noqa: E402
+_NEXT_POS: dict[int, int] = {}
 
 
 def _all_int_key(key: Any) -> bool:

@@ -1,7 +1,9 @@
 """mnnjit.expr: MNN.expr - the Var type, dtypes, data formats, const/placeholder/convert and the ops.
 
-The foundation provides creation, conversion and the elementwise/reduction core; the neural-network
-ops, ``save``/``load_as_list`` and the rest of MNN.expr live in the modules of this package.
+This module holds creation, conversion and the elementwise functions; the rest lives in
+``_nn`` (convolution, pooling, resize, activations, detection), ``_math`` (reductions, matmul,
+sorting, eltwise, creation), ``_shape`` (reshape/slice/gather/pad...), ``_enums`` and ``_config``
+(executor settings), all re-exported here.
 """
 from __future__ import annotations
 
@@ -111,3 +113,24 @@ for _name, _op in {
     "bitwise_xor": "bitwise_xor",
 }.items():
     globals()[_name] = _binary(_op)
+
+
+from ._config import gc, lazy_eval, set_global_executor_config, set_lazy_mode, set_thread_number  # noqa: E402,F401
+from ._enums import *  # noqa: E402,F401,F403
+from ._enums import __all__ as _enum_names  # noqa: E402,F401
+from ._math import (  # noqa: E402,F401
+    argmax, argmin, cumprod, cumsum, eltwise_max, eltwise_prod, eltwise_sub, eltwise_sum, fill, histogram, matmul,
+    matrix_band_part, one_hot, randomuniform, range, reduce_all, reduce_any, reduce_max, reduce_mean, reduce_min,
+    reduce_prod, reduce_sum, select, setdiff1d, sort, svd, unravel_index, where, zeros_like)
+from ._nn import (  # noqa: E402,F401
+    avg_pool, batch_to_space_nd, bias_add, channel_shuffle, conv2d, conv2d_transpose, crop_and_resize,
+    depth_to_space, dequant, detection_post_process, elu, erfinv, gelu, max_pool, moments, nms, normalize, prelu,
+    quant, relu, relu6, resize, roi_align, roi_pooling, scale, selu, softmax, softplus, space_to_batch_nd,
+    space_to_depth)
+from ._shape import (  # noqa: E402,F401
+    broadcast_to, clone, concat, crop, expand_dims, gather, gather_nd, pad, rank, raster, reshape, reverse,
+    reverse_sequence, scatter_nd, shape, size, slice, split, squeeze, stack, strided_slice, tile, transpose,
+    unsqueeze, unstack)
+from ._graph import get_inputs_and_outputs, jsonop  # noqa: E402,F401
+# ---------------------------------------------------------------------------------------------
+from ._io import load_as_list, load_as_dict, save, get_inputs_and_outputs  # models engineer

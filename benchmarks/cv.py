@@ -1,0 +1,204 @@
+"""Benchmark mnnjit.cv against OpenCV, numpy and real MNN on a 1920x1080 BGR image.
+
+Run: PYTHONPATH=. python benchmarks/cv.py [--repeat N] [--no-mnn]
+Prints a table of median milliseconds per call and the ratios mnnjit/OpenCV (geometric mean at the end).
+Warm-up calls (Numba compilation / cache load) are excluded from the timings.
+"""
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+MEAN = np.array([103.94, 116.78, 123.68], np.float32)
+SCALE = np.float32(0.017)
+
+
+def make_image(path: str) -> np.ndarray:
+    """A natural-looking 1920x1080 BGR test image (gradients, shapes, noise) saved as JPEG."""
+    from PIL import Image, ImageDraw, ImageFilter
+    rng = np.random.default_rng(0)
+    y, x = np.mgrid[0:1080, 0:1920].astype(np.float32)
+    img = np.stack([120 + 80 * np.sin(x / 200), 100 + 0.08 * y, 90 + 60 * np.cos((x + y) / 300)], -1)
+    img += rng.normal(0, 8, img.shape)
+    im = Image.fromarray(np.clip(img, 0, 255).astype(np.uint8))
+    d = ImageDraw.Draw(im)
+    for _ in range(40):
+        x0, y0 = rng.integers(0, 1800), rng.integers(0, 1000)
+        d.ellipse([x0, y0, x0 + rng.integers(20, 300), y0 + rng.integers(20, 300)],
+                  fill=tuple(int(v) for v in rng.integers(0, 255, 3)))
+    im = im.filter(ImageFilter.GaussianBlur(1.0))
+    im.save(path, quality=92)
+    return np.asarray(im)[..., ::-1].copy()
+
+
+def bench(fn, repeat: int) -> float:
+    """Median milliseconds of ``fn()`` after two warm-up calls."""
+    fn()
+    fn()
+    ts = []
+    for _ in range(repeat):
+        t = time.perf_counter()
+        fn()
+        ts.append(time.perf_counter() - t)
+    return statistics.median(ts) * 1e3
+
+
+def run_mnnjit(path: str, img: np.ndarray, out: str, repeat: int) -> dict[str, float]:
+    import mnnjit.cv as cv
+    from mnnjit.cv._common import image_var
+    v = image_var(img)
+    M = cv.getRotationMatrix2D((960, 540), 30, 1.0)
+
+    def pipeline():
+        x = cv.resize(cv.imread(path), (224, 224))
+        x = x[..., ::-1]
+        x = (x.astype(np.float32) - MEAN) * SCALE
+        x = x.reshape([1, 224, 224, 3])
+        return x.read_view()
+
+    def pre():
+        x = cv.resize(v, (224, 224))
+        x = x[..., ::-1]
+        x = (x.astype(np.float32) - MEAN) * SCALE
+        return x.reshape([1, 224, 224, 3]).read_view()
+    return {
+        "imread": bench(lambda: cv.imread(path).read_view(), repeat),
+        "imwrite": bench(lambda: cv.imwrite(out, v), repeat),
+        "resize 224": bench(lambda: cv.resize(v, (224, 224)).read_view(), repeat),
+        "BGR2RGB": bench(lambda: cv.cvtColor(v, cv.COLOR_BGR2RGB).read_view(), repeat),
+        "BGR2GRAY": bench(lambda: cv.cvtColor(v, cv.COLOR_BGR2GRAY).read_view(), repeat),
+        "warpAffine rot": bench(lambda: cv.warpAffine(v, M, (1920, 1080)).read_view(), repeat),
+        "GaussianBlur 5x5": bench(lambda: cv.GaussianBlur(v, (5, 5), 0).read_view(), repeat),
+        "preprocess": bench(pre, repeat),
+        "imread+preprocess": bench(pipeline, repeat),
+    }
+
+
+def run_opencv(path: str, img: np.ndarray, out: str, repeat: int) -> dict[str, float]:
+    import cv2
+    M = cv2.getRotationMatrix2D((960, 540), 30, 1.0)
+
+    def pre():
+        x = cv2.resize(img, (224, 224))[..., ::-1]
+        return np.expand_dims((x.astype(np.float32) - MEAN) * SCALE, 0)
+
+    def pipeline():
+        x = cv2.resize(cv2.imread(path), (224, 224))[..., ::-1]
+        return np.expand_dims((x.astype(np.float32) - MEAN) * SCALE, 0)
+    return {
+        "imread": bench(lambda: cv2.imread(path), repeat),
+        "imwrite": bench(lambda: cv2.imwrite(out, img), repeat),
+        "resize 224": bench(lambda: cv2.resize(img, (224, 224)), repeat),
+        "BGR2RGB": bench(lambda: cv2.cvtColor(img, cv2.COLOR_BGR2RGB), repeat),
+        "BGR2GRAY": bench(lambda: cv2.cvtColor(img, cv2.COLOR_BGR2GRAY), repeat),
+        "warpAffine rot": bench(lambda: cv2.warpAffine(img, M, (1920, 1080)), repeat),
+        "GaussianBlur 5x5": bench(lambda: cv2.GaussianBlur(img, (5, 5), 0), repeat),
+        "preprocess": bench(pre, repeat),
+        "imread+preprocess": bench(pipeline, repeat),
+    }
+
+
+def run_numpy(img: np.ndarray, repeat: int) -> dict[str, float]:
+    w = np.array([0.114, 0.587, 0.299], np.float32)
+    return {
+        "BGR2RGB": bench(lambda: np.ascontiguousarray(img[..., ::-1]), repeat),
+        "BGR2GRAY": bench(lambda: np.rint(img @ w).astype(np.uint8), repeat),
+    }
+
+
+_MNN_SCRIPT = r"""
+import sys, time, statistics, json
+import numpy as onp
+import MNN, MNN.cv as cv, MNN.numpy as np
+path, out, repeat = sys.argv[1], sys.argv[2], int(sys.argv[3])
+def bench(fn):
+    fn(); fn(); ts = []
+    for _ in range(repeat):
+        t = time.perf_counter(); fn(); ts.append(time.perf_counter() - t)
+    return statistics.median(ts) * 1e3
+v = cv.imread(path)
+M = cv.getRotationMatrix2D((960, 540), 30, 1.0)
+mean = np.array([103.94, 116.78, 123.68]); scale = 0.017
+def pre():
+    x = cv.resize(v, (224, 224)); x = x[..., ::-1]
+    x = (x.astype(np.float32) - mean) * scale
+    return np.expand_dims(x, 0).read()
+def pipeline():
+    x = cv.resize(cv.imread(path), (224, 224)); x = x[..., ::-1]
+    x = (x.astype(np.float32) - mean) * scale
+    return np.expand_dims(x, 0).read()
+r = {
+ "imread": bench(lambda: cv.imread(path).read()),
+ "imwrite": bench(lambda: cv.imwrite(out, v)),
+ "resize 224": bench(lambda: cv.resize(v, (224, 224)).read()),
+ "BGR2RGB": bench(lambda: cv.cvtColor(v, cv.COLOR_BGR2RGB).read()),
+ "BGR2GRAY": bench(lambda: cv.cvtColor(v, cv.COLOR_BGR2GRAY).read()),
+ "warpAffine rot": bench(lambda: cv.warpAffine(v, M, (1920, 1080)).read()),
+ "GaussianBlur 5x5": bench(lambda: cv.GaussianBlur(v, (5, 5), 0).read()),
+ "preprocess": bench(pre),
+ "imread+preprocess": bench(pipeline),
+}
+print("JSON" + json.dumps(r))
+"""
+
+
+def run_mnn(path: str, out: str, repeat: int) -> dict[str, float]:
+    """Real MNN in a subprocess (it prints a banner and may crash)."""
+    try:
+        p = subprocess.run([sys.executable, "-c", _MNN_SCRIPT, path, out, str(repeat)], capture_output=True,
+                           text=True, timeout=600)
+    except subprocess.TimeoutExpired:
+        return {}
+    import json
+    for ln in p.stdout.splitlines():
+        if ln.startswith("JSON"):
+            return json.loads(ln[4:])
+    return {}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--repeat", type=int, default=15)
+    ap.add_argument("--no-mnn", action="store_true")
+    args = ap.parse_args()
+    tmp = tempfile.mkdtemp()
+    path = os.path.join(tmp, "bench.jpg")
+    out = os.path.join(tmp, "out.jpg")
+    img = make_image(path)
+    # mnnjit first: OpenCV's worker threads keep spinning after a call and slow Numba's threads down
+    res_mj = run_mnnjit(path, img, out, args.repeat)
+    res_np = run_numpy(img, args.repeat)
+    res_cv = run_opencv(path, img, out, args.repeat)
+    res_mnn = {} if args.no_mnn else run_mnn(path, out, args.repeat)
+    print(f"{'op (1920x1080 BGR)':22s} {'mnnjit':>9s} {'OpenCV':>9s} {'numpy':>9s} {'MNN':>9s} {'mj/cv':>7s} {'MNN/cv':>7s}")
+    ratios, mratios = [], []
+    for k in res_cv:
+        mj, c = res_mj[k], res_cv[k]
+        n = res_np.get(k)
+        m = res_mnn.get(k)
+        r = mj / c
+        if k not in ("preprocess", "imread+preprocess"):
+            ratios.append(r)
+            if m:
+                mratios.append(m / c)
+        print(f"{k:22s} {mj:9.3f} {c:9.3f} {n if n is not None else float('nan'):9.3f} "
+              f"{m if m else float('nan'):9.3f} {r:7.2f} {(m / c) if m else float('nan'):7.2f}")
+    gm = math.exp(sum(math.log(r) for r in ratios) / len(ratios))
+    print(f"geometric mean mnnjit/OpenCV (ops, without pipelines): {gm:.2f}")
+    if mratios:
+        print(f"geometric mean real MNN/OpenCV: {math.exp(sum(math.log(r) for r in mratios) / len(mratios)):.2f}")
+
+
+if __name__ == "__main__":
+    main()

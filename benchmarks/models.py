@@ -1,0 +1,146 @@
+"""Model latency: mnnjit vs real MNN vs ONNX Runtime, side by side (alternating runs, medians).
+
+    PYTHONPATH=. python benchmarks/models.py [--runs 30] [--threads 1 2] [--quick]
+
+Models: MobileNetV2 (shared/models), ResNet-18 (built with the onnx helper API, converted with real
+MNN's converter into a temp dir), the 2-layer MLP. For each thread count a fresh process runs the
+three frameworks in turn, one forward each per round, and reports medians and mnnjit / MNN ratios.
+Also: the MLP's per-forward time and the first-forward time of a new process (load + first
+forward) with warm on-disk kernel caches.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+MODELS = "/work/shared/models"
+
+
+def _make_resnet18(workdir: str) -> tuple[str, str]:
+    sys.path.insert(0, os.path.join(ROOT, "tests", "models"))
+    from mnnjit_models_fixtures import convert, resnet18_onnx
+    onnx_path = os.path.join(workdir, "resnet18.onnx")
+    mnn_path = os.path.join(workdir, "resnet18.mnn")
+    if not os.path.exists(mnn_path):
+        resnet18_onnx(onnx_path, width=64, size=224, classes=1000, seed=0)
+        convert(onnx_path, mnn_path)
+    return onnx_path, mnn_path
+
+
+def _mobilenet_onnx(workdir: str) -> str | None:
+    """MobileNetV2's ONNX is not kept in shared/models; ORT then runs our ONNX export if any."""
+    p = os.path.join(MODELS, "mobilenetv2.onnx")
+    return p if os.path.exists(p) else None
+
+
+CHILD = r"""
+import json, os, sys, time
+import numpy as np
+spec = json.loads(sys.argv[1])
+threads, runs = spec["threads"], spec["runs"]
+import mnnjit as J
+import MNN
+import onnxruntime as ort
+res = {}
+for name, (mnn_path, onnx_path, shape) in spec["models"].items():
+    x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
+    jm = J.nn.load_module_from_file(mnn_path, ["x"], [], runtime_manager=J.nn.create_runtime_manager({"numThread": threads}))
+    jx = J.expr.const(x, list(shape))
+    rt = MNN.nn.create_runtime_manager(({"backend": "CPU", "numThread": threads, "precision": "normal"},))
+    mm = MNN.nn.load_module_from_file(mnn_path, ["x"], [], runtime_manager=rt)
+    mx = MNN.expr.const(x, list(shape), MNN.expr.NCHW)
+    fns = {"mnnjit": lambda: jm.forward([jx])[0].read_view(), "MNN": lambda: mm.forward([mx])[0].read()}
+    if onnx_path:
+        so = ort.SessionOptions(); so.intra_op_num_threads = threads; so.inter_op_num_threads = 1
+        sess = ort.InferenceSession(onnx_path, so, providers=["CPUExecutionProvider"])
+        iname = sess.get_inputs()[0].name
+        fns["ORT"] = lambda: sess.run(None, {iname: x})
+    a = np.asarray(fns["mnnjit"]()); b = np.asarray(fns["MNN"]())
+    err = float(np.abs(a.reshape(b.shape) - b).max())
+    for f in fns.values():  # warm up
+        f(); f()
+    times = {k: [] for k in fns}
+    n = runs * (20 if name == "mlp" else 1)
+    for _ in range(n):
+        for k, f in fns.items():
+            t = time.perf_counter(); f(); times[k].append(time.perf_counter() - t)
+    res[name] = {k: float(np.median(v)) for k, v in times.items()}
+    res[name]["max_abs_diff_vs_MNN"] = err
+print("RESULT" + json.dumps(res))
+"""
+
+FIRST = r"""
+import time, sys
+t0 = time.perf_counter()
+import numpy as np
+import mnnjit as J
+m = J.nn.load_module_from_file(sys.argv[1], ["x"], [])
+shape = [int(s) for s in sys.argv[2].split(",")]
+m.forward([J.expr.const(np.zeros(shape, np.float32), shape)])[0].read_view()
+print("FIRST", time.perf_counter() - t0)
+"""
+
+
+def run_threads(threads: int, runs: int, models: dict) -> dict:
+    """Run one benchmark process with ``threads`` threads for every framework."""
+    env = dict(os.environ, OPENBLAS_NUM_THREADS=str(threads), OMP_NUM_THREADS=str(threads),
+               NUMBA_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads), PYTHONPATH=ROOT)
+    spec = json.dumps({"threads": threads, "runs": runs, "models": models})
+    out = subprocess.run([sys.executable, "-c", CHILD, spec], capture_output=True, text=True, env=env, timeout=3600)
+    for line in out.stdout.splitlines():
+        if line.startswith("RESULT"):
+            return json.loads(line[6:])
+    raise RuntimeError(out.stderr[-3000:])
+
+
+def first_forward(path: str, shape: list[int]) -> float:
+    """Seconds from process start (imports included) to the first forward's result, warm caches."""
+    env = dict(os.environ, PYTHONPATH=ROOT,
+               PYTHONPYCACHEPREFIX=os.path.join(tempfile.gettempdir(), "mnnjit_bench_pycache"))
+    env.pop("PYTHONDONTWRITEBYTECODE", None)  # a warm start includes compiled bytecode
+    vals = []
+    for _ in range(2):  # the first run warms the on-disk caches
+        out = subprocess.run([sys.executable, "-c", FIRST, path, ",".join(map(str, shape))],
+                             capture_output=True, text=True, env=env, timeout=600)
+        vals.append(float(out.stdout.split("FIRST")[1]))
+    return vals[-1]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--runs", type=int, default=30)
+    ap.add_argument("--threads", type=int, nargs="+", default=[1, 2])
+    ap.add_argument("--quick", action="store_true", help="MLP and MobileNetV2 only, 10 runs")
+    ap.add_argument("--workdir", default=os.path.join(tempfile.gettempdir(), "mnnjit_bench_models"))
+    args = ap.parse_args()
+    os.makedirs(args.workdir, exist_ok=True)
+    runs = 10 if args.quick else args.runs
+    models = {"mlp": (os.path.join(MODELS, "mlp.mnn"), os.path.join(MODELS, "mlp.onnx"), [1, 64]),
+              "mobilenetv2": (os.path.join(MODELS, "mobilenetv2.mnn"), _mobilenet_onnx(args.workdir), [1, 3, 224, 224])}
+    if not args.quick:
+        onnx_path, mnn_path = _make_resnet18(args.workdir)
+        models["resnet18"] = (mnn_path, onnx_path, [1, 3, 224, 224])
+    report = {}
+    for t in args.threads:
+        res = run_threads(t, runs, models)
+        report[t] = res
+        for name, r in res.items():
+            unit, scale = ("us", 1e6) if name == "mlp" else ("ms", 1e3)
+            cells = "  ".join(f"{k} {r[k] * scale:8.2f} {unit}" for k in ("mnnjit", "MNN", "ORT") if k in r)
+            ratio = r["mnnjit"] / r["MNN"]
+            print(f"threads={t} {name:12s} {cells}   mnnjit/MNN {ratio:6.2f}x   max|diff| {r['max_abs_diff_vs_MNN']:.2e}")
+    for name in ("mlp", "mobilenetv2"):
+        p, _, shape = models[name]
+        print(f"first forward in a new process ({name}, warm caches): {first_forward(p, shape) * 1e3:.0f} ms")
+    print(json.dumps(report))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,84 @@
+"""Helpers shared by the mnnjit.cv modules: turning arguments into nodes/arrays and images into Vars."""
+from __future__ import annotations
+
+import numbers
+from typing import Any, Sequence
+
+import numpy as np
+
+from ..graph import Node, const_node
+from ..ops import build as B
+
+
+def image_var(arr: np.ndarray):
+    """A constant Var for an image array (NHWC data format, as MNN.cv produces)."""
+    return B.wrap(const_node(np.ascontiguousarray(arr), fmt="NHWC"))
+
+
+def to_numpy(x: Any) -> np.ndarray:
+    """The value of a Var / list / ndarray as a numpy array (no dtype narrowing)."""
+    from ..var import Var
+    if isinstance(x, Var):
+        return x.read_view()
+    if isinstance(x, (list, tuple)) and any(isinstance(i, Var) for i in x):
+        return np.array([to_numpy(i) for i in x])
+    return np.asarray(x)
+
+
+def image_node(src: Any, name: str = "src") -> Node:
+    """The node of an image argument: [h, w] or [h, w, c] (a Var, an ndarray or nested lists)."""
+    from ..var import Var
+    if isinstance(src, Var):
+        node = src._node
+    elif isinstance(src, np.ndarray) or isinstance(src, (list, tuple)):
+        arr = np.asarray(src)
+        if arr.dtype == np.float64:
+            arr = arr.astype(np.float32)
+        elif arr.dtype.kind in "iub" and arr.dtype not in (np.uint8, np.int32, np.int8):
+            arr = arr.astype(np.int32)
+        node = const_node(np.ascontiguousarray(arr), fmt="NHWC")
+    else:
+        raise TypeError(f"{name} must be an image Var or array, not {type(src).__name__}")
+    if len(node.shape) not in (2, 3):
+        raise ValueError(f"{name} must be an image of shape [h, w] or [h, w, c], got shape {list(node.shape)}")
+    return node
+
+
+def as_hwc(node: Node) -> Node:
+    """``node`` as [h, w, c] (a 2-D image gets a channel axis of 1)."""
+    if len(node.shape) == 2:
+        return B.make_node("reshape", (node,), {"shape": node.shape + (1,)})
+    return node
+
+
+def size2(v: Any, name: str) -> tuple[int, int]:
+    """A (width, height) pair from a tuple/list/Var (OpenCV order)."""
+    vals = [int(round(float(x))) for x in np.asarray(to_numpy(v) if not isinstance(v, (list, tuple)) else v,
+                                                      dtype=np.float64).ravel()]
+    if len(vals) != 2:
+        raise ValueError(f"{name} must be a (width, height) pair, got {v!r}")
+    return vals[0], vals[1]
+
+
+def scalar4(v: Any, cn: int) -> tuple[float, ...]:
+    """A per-channel scalar (OpenCV's Scalar) for ``cn`` channels: an int/float or a sequence."""
+    if isinstance(v, numbers.Number):
+        vals = [float(v)] * 4
+    else:
+        vals = [float(x) for x in np.asarray(to_numpy(v), dtype=np.float64).ravel()]
+        vals = (vals + [0.0] * 4)[:4]
+    return tuple(vals[:max(cn, 1)])
+
+
+def out_var(node: Node):
+    """A Var for ``node`` labelled NHWC."""
+    if node.fmt != "NHWC":
+        node = Node(node.op, node.inputs, node.attrs, node.shape, node.dtype, "NHWC")
+    return B.wrap(node)
+
+
+def float_list(v: Sequence[Any] | None) -> list[float]:
+    """``v`` as a list of floats ([] for None)."""
+    if v is None:
+        return []
+    return [float(x) for x in np.asarray(to_numpy(v), dtype=np.float64).ravel()]

@@ -1,0 +1,84 @@
+"""Executor settings of MNN.expr: lazy_eval, set_lazy_mode, gc, set_thread_number,
+set_global_executor_config (what each means for mnnjit is in docs/compat/expr.md)."""
+from __future__ import annotations
+
+import gc as _gc
+import os
+import sys
+from typing import Any
+
+#: Current settings (read by the compiler/backends; plain data so importing this is free).
+settings: dict[str, Any] = {"lazy": True, "lazy_mode": 0, "threads": 4, "backend": 0, "precision": 0}
+
+
+def lazy_eval(lazy: bool) -> None:
+    """Record MNN's lazy-evaluation switch.
+
+    mnnjit always builds a lazy graph and computes a value when it is first read (so fusion can
+    happen); with lazy evaluation off MNN computes each op as it is built. Results are identical.
+    """
+    settings["lazy"] = bool(lazy)
+
+
+def set_lazy_mode(mode: int) -> None:
+    """Record MNN's lazy mode (0: everything deferred, 1: geometry computed eagerly); no effect on results."""
+    mode = int(mode)
+    if mode not in (0, 1):
+        raise ValueError(f"set_lazy_mode: mode must be 0 or 1, got {mode}")
+    settings["lazy_mode"] = mode
+
+
+def gc(full: Any = True) -> None:
+    """Release memory: drops unreachable graph nodes and their cached values (``full`` is ignored, as in MNN)."""
+    _gc.collect()
+
+
+def _openblas_setter():
+    """numpy's bundled OpenBLAS ``set_num_threads`` function (None when it cannot be found)."""
+    import ctypes
+    import glob
+    import os
+
+    import numpy as np
+    libdir = os.path.dirname(np.__file__) + ".libs"
+    for path in sorted(glob.glob(os.path.join(libdir, "lib*openblas*.so*"))):
+        try:
+            lib = ctypes.CDLL(path)
+        except OSError:  # pragma: no cover - unreadable library
+            continue
+        for name in ("scipy_openblas_set_num_threads64_", "scipy_openblas_set_num_threads", "openblas_set_num_threads"):
+            fn = getattr(lib, name, None)
+            if fn is not None:
+                return fn
+    return None
+
+
+def _apply_threads(n: int) -> None:
+    setter = _openblas_setter()
+    if setter is not None:
+        setter(max(1, min(n, os.cpu_count() or 1)))
+    numba = sys.modules.get("numba")
+    if numba is not None:
+        try:
+            numba.set_num_threads(max(1, min(n, numba.config.NUMBA_NUM_THREADS)))
+        except (ValueError, AttributeError):  # pragma: no cover - numba without a threading layer
+            pass
+
+
+def set_thread_number(numberThread: int) -> None:  # noqa: N803 - MNN's name
+    """Number of compute threads, clamped to [1, 8] as MNN does (applied to numpy's OpenBLAS and to Numba's
+    parallel kernels, capped at the number of CPUs)."""
+    n = max(1, min(8, int(numberThread)))
+    settings["threads"] = n
+    _apply_threads(n)
+
+
+def set_global_executor_config(backend: int, precision: int, threadnum: int) -> None:
+    """Backend, precision and threads for expr evaluation.
+
+    mnnjit computes on the CPU whatever ``backend`` is requested (recorded only); ``precision`` 2 (Low)
+    is recorded for backends that keep float16 storage; ``threadnum`` sets the thread count.
+    """
+    settings["backend"] = int(backend)
+    settings["precision"] = int(precision)
+    set_thread_number(threadnum)

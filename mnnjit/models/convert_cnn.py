@@ -1,0 +1,232 @@
+"""Converters for MNN's CNN op types: Convolution, ConvolutionDepthwise, Deconvolution, Pooling,
+Pooling3D (2-D data), Interp. They map onto the NN ops of ``mnnjit/ops/nn_*.py`` (see
+docs/NN_OPS.md); weights (decoded from quantized storage when needed) are made once per model."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .._dtypes import F32
+from ..ops import build as B
+from ..format import conv_weight
+from .translate import Ctx, converter, node_of
+
+
+def same_pads(size: int, kernel: int, stride: int, dilation: int) -> tuple[int, int]:
+    """(begin, end) padding of TF/MNN SAME mode for one axis."""
+    out = -(-size // stride)
+    need = max(0, (out - 1) * stride + (kernel - 1) * dilation + 1 - size)
+    return need // 2, need - need // 2
+
+
+def _conv_pads(common: dict, hw: tuple[int, int], k: tuple[int, int], s: tuple[int, int],
+               d: tuple[int, int]) -> tuple[int, int, int, int]:
+    mode = str(common.get("padMode", "CAFFE"))
+    if mode == "VALID":
+        return (0, 0, 0, 0)
+    if mode == "SAME":
+        t, b = same_pads(hw[0], k[0], s[0], d[0])
+        l, r = same_pads(hw[1], k[1], s[1], d[1])
+        return (t, b, l, r)
+    pads = common.get("pads")
+    if pads is not None and len(pads) == 4:
+        t, l, b, r = (int(v) for v in pads)  # MNN order: top, left, bottom, right
+        return (t, b, l, r)
+    py, px = int(common.get("padY") or 0), int(common.get("padX") or 0)
+    return (py, py, px, px)
+
+
+def _conv_weights(ctx: Ctx, op, common: dict, in_ch: int):
+    p = op.main or {}
+    out_ch = int(common.get("outputCount") or 0)
+    kh, kw = int(common.get("kernelY") or 1), int(common.get("kernelX") or 1)
+
+    def make():
+        w = conv_weight(p, f"op {op.name!r}")
+        o = out_ch or (w.size // max(1, in_ch * kh * kw))
+        w = np.ascontiguousarray(w.reshape(o, -1, kh, kw), dtype=np.float32)
+        bias = p.get("bias")
+        b = None if bias is None or len(bias) == 0 else np.asarray(bias, np.float32)
+        return w, b
+    return ctx.cached((id(op), "conv"), make)
+
+
+@converter("Convolution", "ConvolutionDepthwise")
+def convolution(ctx: Ctx, op, xs):
+    """2-D convolution (weights in the op, or as extra inputs) with fused ReLU / ReLU6."""
+    p = op.main or {}
+    common = p.get("common") or {}
+    x = B.cast_node(xs[0], F32)
+    if len(x.shape) != 4:
+        raise ValueError(f"convolution input must be 4-D (N, C, H, W), got shape {list(x.shape)}")
+    in_ch = x.shape[1]
+    if len(xs) >= 2:
+        w_node = xs[1]
+        b_node = xs[2] if len(xs) > 2 else None
+        kh, kw = w_node.shape[2], w_node.shape[3]
+        out_ch = w_node.shape[0]
+    else:
+        w, b = _conv_weights(ctx, op, common, in_ch)
+        out_ch, kh, kw = w.shape[0], w.shape[2], w.shape[3]
+        w_node = ctx.cached((id(op), "wnode"), lambda: ctx.const(w))
+        b_node = None if b is None else ctx.cached((id(op), "bnode"), lambda: ctx.const(b))
+    group = int(common.get("group") or 1)
+    if op.type == "ConvolutionDepthwise" or (w_node.shape[1] == 1 and in_ch == out_ch and in_ch > 1):
+        group = in_ch
+    if w_node.shape[1] * group != in_ch:
+        raise ValueError(f"convolution weights {list(w_node.shape)} (group {group}) do not fit "
+                         f"{in_ch} input channels")
+    s = (int(common.get("strideY") or 1), int(common.get("strideX") or 1))
+    d = (int(common.get("dilateY") or 1), int(common.get("dilateX") or 1))
+    pads = _conv_pads(common, x.shape[2:], (kh, kw), s, d)
+    act = "relu6" if common.get("relu6") else ("relu" if common.get("relu") else "")
+    n, _, h, wd = x.shape
+    if (kh, kw) == (1, 1) and (h, wd) == (1, 1) and s == (1, 1) and pads == (0, 0, 0, 0) and group == 1:
+        return _dense(ctx, op, x, w_node, b_node, act)
+    ins = [x, w_node] + ([] if b_node is None else [b_node])
+    return ctx.emit("conv2d", ins, {"stride": s, "dilation": d, "pads": pads, "group": group, "act": act})
+
+
+def _dense(ctx: Ctx, op, x, w_node, b_node, act: str):
+    """A 1x1 convolution of a 1x1 image is a matrix product (the converter's Gemm form)."""
+    n, c = x.shape[0], x.shape[1]
+    o = w_node.shape[0]
+    wt = ctx.cached((id(op), "wt"), lambda: node_of(B.transpose(B.reshape(w_node, (o, c)), (1, 0))))
+    ins = [node_of(B.reshape(x, (n, c))), wt] + ([] if b_node is None else [b_node])
+    out = ctx.emit("matmul_ex", ins, {"transpose_a": False, "transpose_b": False, "act": act})
+    return B.reshape(out, (n, o, 1, 1))
+
+
+@converter("Deconvolution", "DeconvolutionDepthwise")
+def deconvolution(ctx: Ctx, op, xs):
+    """Transposed 2-D convolution (MNN stores weights as [O, C/group, kh, kw]... per group)."""
+    p = op.main or {}
+    common = p.get("common") or {}
+    x = B.cast_node(xs[0], F32)
+    in_ch = x.shape[1]
+    out_ch = int(common.get("outputCount") or 0)
+    group = int(common.get("group") or 1)
+    if op.type == "DeconvolutionDepthwise":
+        group = in_ch
+    kh, kw = int(common.get("kernelY") or 1), int(common.get("kernelX") or 1)
+
+    def make():
+        w = conv_weight(p, f"op {op.name!r}").reshape(in_ch, out_ch // group, kh, kw)
+        bias = p.get("bias")
+        return w.astype(np.float32), (None if bias is None or len(bias) == 0 else np.asarray(bias, np.float32))
+    w, b = ctx.cached((id(op), "deconv"), make)
+    s = (int(common.get("strideY") or 1), int(common.get("strideX") or 1))
+    d = (int(common.get("dilateY") or 1), int(common.get("dilateX") or 1))
+    mode = str(common.get("padMode", "CAFFE"))
+    if mode == "SAME":
+        raise ctx.unsupported(op, "SAME padding for transposed convolution")
+    pads = (0, 0, 0, 0) if mode == "VALID" else _conv_pads(common, x.shape[2:], (kh, kw), s, d)
+    outp = common.get("outPads")
+    op_pad = (int(outp[0]), int(outp[1])) if outp is not None and len(outp) == 2 else (0, 0)
+    act = "relu6" if common.get("relu6") else ("relu" if common.get("relu") else "")
+    ins = [x, ctx.const(w)] + ([] if b is None else [ctx.const(b)])
+    return ctx.emit("conv2d_transpose", ins, {"stride": s, "dilation": d, "pads": pads, "group": group,
+                                              "output_padding": op_pad, "act": act})
+
+
+def _pool(ctx: Ctx, op, x, kind: str, attrs: dict):
+    if kind not in ("max", "avg"):
+        raise ctx.unsupported(op, f"pooling type {kind}")
+    return ctx.emit("pool2d", [B.cast_node(x, F32)], dict(attrs, kind=kind))
+
+
+_POOL_KIND = {"MAXPOOL": "max", "AVEPOOL": "avg"}
+
+
+def _count_rule(attrs: dict, count_type: str) -> dict:
+    """Average divisor: only INCLUDE_PADDING counts padded cells; DEFAULT (what the converter writes
+    for ONNX count_include_pad=0) and EXCLUDE_PADDING count the real cells (checked against real MNN)."""
+    return dict(attrs, count_include_pad=count_type == "INCLUDE_PADDING")
+
+
+@converter("Pooling")
+def pooling(ctx: Ctx, op, xs):
+    """2-D max / average pooling (CAFFE, VALID or SAME padding; global), MNN's output-size rule."""
+    from ..ops.nn_pool import resolve_mnn_pool
+    p = op.main or {}
+    x = xs[0]
+    if len(x.shape) != 4:
+        raise ValueError(f"pooling input must be 4-D (N, C, H, W), got shape {list(x.shape)}")
+    kind = _POOL_KIND.get(str(p.get("type", "MAXPOOL")), str(p.get("type")))
+    pl = p.get("pads")
+    pads = None
+    if pl is not None and len(pl) == 4:
+        t, l, b, r = (int(v) for v in pl)  # MNN order: top, left, bottom, right
+        pads = (t, b, l, r)
+    attrs = resolve_mnn_pool(x.shape[2:], (int(p.get("kernelY") or 1), int(p.get("kernelX") or 1)),
+                             (int(p.get("strideY") or 1), int(p.get("strideX") or 1)), str(p.get("padType", "CAFFE")),
+                             (int(p.get("padY") or 0), int(p.get("padX") or 0)), pads,
+                             bool(p.get("ceilModel", True)), bool(p.get("isGlobal")))
+    return _pool(ctx, op, x, kind, _count_rule(attrs, str(p.get("countType", "DEFAULT"))))
+
+
+@converter("Pooling3D")
+def pooling3d(ctx: Ctx, op, xs):
+    """Pool3D parameters on 4-D data (the converter's form of global and 2-D pooling)."""
+    from ..ops.nn_pool import resolve_mnn_pool
+    p = op.main or {}
+    x = xs[0]
+    kind = _POOL_KIND.get(str(p.get("type", "MAXPOOL")), str(p.get("type")))
+    if len(x.shape) != 4:
+        raise ctx.unsupported(op, f"3-D pooling of a {len(x.shape)}-D tensor")
+    if p.get("isGlobal"):
+        attrs = resolve_mnn_pool(x.shape[2:], (1, 1), (1, 1), "CAFFE", global_pool=True)
+    else:
+        ks = [int(v) for v in p.get("kernels")][-2:]
+        ss = [int(v) for v in p.get("strides")][-2:]
+        ps = [int(v) for v in (p.get("pads") if p.get("pads") is not None else [0, 0])][-2:]
+        attrs = resolve_mnn_pool(x.shape[2:], ks, ss, str(p.get("padType", "CAFFE")), (ps[0], ps[1]), None, False)
+    return _pool(ctx, op, x, kind, attrs)
+
+
+_CTM = {"AlignCorners": "align_corners", "HalfPixels": "half_pixel", "PytorchHalfPixels": "pytorch_half_pixel",
+        "Asymmetric": "asymmetric", "TensorflowHalfPixels": "tf_half_pixel"}
+#: resizeType 4 rounds to the nearest source pixel with ties going down (real MNN: 0.5 -> 0), which is
+#: ``ceil(src - 0.5)``: the resize op's "nearest_ceil" with a -0.5 offset.
+_RESIZE = {1: "nearest", 2: "bilinear", 3: "cubic", 4: "nearest_ceil"}
+
+
+@converter("Interp")
+def interp(ctx: Ctx, op, xs):
+    """Resize (nearest, bilinear, cubic) to the output size given by the op or its extra inputs."""
+    p = op.main or {}
+    x = B.cast_node(xs[0], F32)
+    if len(x.shape) != 4:
+        raise ctx.unsupported(op, f"resizing a {len(x.shape)}-D tensor")
+    h, w = x.shape[2], x.shape[3]
+    oh, ow = int(p.get("outputHeight") or 0), int(p.get("outputWidth") or 0)
+    if len(xs) > 1:
+        v = np.asarray(ctx.value(xs[1], "resize scales/sizes")).reshape(-1)
+        if xs[1].dtype.kind == "f":
+            sh, sw = (float(v[-2]), float(v[-1])) if v.size >= 2 else (float(v[0]), float(v[0]))
+            oh, ow = int(math.floor(h * sh)), int(math.floor(w * sw))
+        else:
+            oh, ow = int(v[-2]), int(v[-1])
+    if not oh or not ow:
+        hs, ws = float(p.get("heightScale") or 0), float(p.get("widthScale") or 0)
+        if not hs or not ws:
+            raise ctx.unsupported(op, "resize without an output size or scale")
+        oh, ow = int(h * hs), int(w * ws)
+    method = _RESIZE.get(int(p.get("resizeType") or 1))
+    if method is None:
+        raise ctx.unsupported(op, f"resizeType {p.get('resizeType')}")
+    ctm = str(p.get("ctm", "NotSet"))
+    if ctm in _CTM:
+        coord = _CTM[ctm]
+    elif p.get("alignCorners"):
+        coord = "align_corners"
+    elif p.get("halfPixelCenters"):
+        coord = "half_pixel"
+    else:
+        coord = "asymmetric"
+    attrs = {"size": (oh, ow), "method": method, "coord": coord,
+             "cubic_a": float(p.get("cubicCoeffA", -0.75)), "exclude_outside": False}
+    if method == "nearest_ceil":
+        attrs["offset"] = (-0.5, -0.5)
+    return ctx.emit("resize", [x], attrs)

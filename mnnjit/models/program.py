@@ -1,0 +1,227 @@
+"""A loaded model: :class:`Program` (the decoded ``Net`` plus its inputs and outputs) and
+:class:`ExecutionPlan` (the graph for one input signature, built once and reused).
+
+A plan holds one placeholder per model input, the translated output nodes and a precomputed
+evaluation step list; ``run`` writes the inputs, evaluates, and returns the output arrays. With
+the default (reference) executor the steps run as one tight loop over the ops' reference
+functions; when another executor is installed (``mnnjit.runtime.set_executor``, the compiler's)
+the plan hands its output nodes to ``mnnjit.runtime.evaluate`` so the executor can cache its own
+compiled form keyed by those nodes.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import numpy as np
+
+from .. import runtime
+from ..graph import Node, bump_write_counter, topo_order
+from ..ops import registry
+from .simplify import simplify
+from .translate import MNN_DTYPES, Ctx, NeedsValuesError, Translator
+
+_FMTS = ("NCHW", "NHWC", "NC4HW4")
+
+
+@dataclass(frozen=True)
+class InputSpec:
+    """One model input: name, tensor index, declared dims (-1 = any), dtype, data format."""
+
+    name: str
+    index: int
+    dims: tuple[int, ...] | None
+    dtype: np.dtype
+    fmt: str
+
+
+class Program:
+    """A decoded model ready to build execution plans (see module docstring)."""
+
+    def __init__(self, net: Any, path: str = "<bytes>", input_names: Sequence[str] = (),
+                 output_names: Sequence[str] = ()):
+        self.net = net
+        self.path = path
+        names = list(net.tensorName or [])
+        self.tensor_names = names
+        self.name_index = {n: i for i, n in enumerate(names)}
+        self.subgraphs = {str(s.name): s for s in (net.subgraphs or [])}
+        self.weight_cache: dict = {}
+        specs = {}
+        for op in net.oplists:
+            if str(op.type) == "Input":
+                p = op.main or {}
+                t = op.outputIndexes[0]
+                dims = p.get("dims")
+                dims = None if dims is None else tuple(int(d) for d in dims)
+                fmt = str(p.get("dformat", "NC4HW4"))
+                fmt = fmt if fmt in _FMTS else "NCHW"
+                dt = MNN_DTYPES.get(str(p.get("dtype", "DT_FLOAT")), np.dtype(np.float32))
+                specs[names[t] if t < len(names) else str(t)] = InputSpec(
+                    names[t] if t < len(names) else str(t), t, dims, np.dtype(dt), fmt)
+        self.all_inputs = list(specs.values())
+        input_names = list(input_names or [])
+        if input_names:
+            missing = [n for n in input_names if n not in specs and n not in self.name_index]
+            if missing:
+                raise ValueError(f"{path}: the model has no input named {missing[0]!r} "
+                                 f"(inputs: {list(specs)})")
+            self.inputs = [specs[n] if n in specs else InputSpec(n, self.name_index[n], None,
+                                                                 np.dtype(np.float32), "NCHW")
+                           for n in input_names]
+        else:
+            self.inputs = list(self.all_inputs)
+        output_names = list(output_names or []) or self._default_outputs()
+        missing = [n for n in output_names if n not in self.name_index]
+        if missing:
+            raise ValueError(f"{path}: the model has no tensor named {missing[0]!r} to output")
+        self.output_names = output_names
+        self.outputs = [self.name_index[n] for n in output_names]
+        self._plans: dict[tuple, ExecutionPlan] = {}
+
+    def _default_outputs(self) -> list[str]:
+        if self.net.outputName:
+            return [str(n) for n in self.net.outputName]
+        consumed = {t for op in self.net.oplists for t in (op.inputIndexes or [])}
+        outs = [t for op in self.net.oplists for t in (op.outputIndexes or []) if t not in consumed]
+        return [self.tensor_names[t] for t in outs]
+
+    def ctx(self, dynamic: bool) -> Ctx:
+        """A translation context for this model."""
+        return Ctx(self.net, self.subgraphs, dynamic, self.weight_cache)
+
+    def translate(self, feeds: list[Node], dynamic: bool = False, trace: list | None = None,
+                  tensors: dict | None = None) -> list[Node]:
+        """Output nodes for input nodes ``feeds`` (one per ``self.inputs``); with ``trace`` (a list)
+        the translated ops are recorded, with ``tensors`` (a dict) every tensor's node is kept."""
+        tensors = {} if tensors is None else tensors
+        tensors.update({spec.index: node for spec, node in zip(self.inputs, feeds)})
+        tr = Translator(self.ctx(dynamic), self.net.oplists, self.tensor_names)
+        tr.trace = trace
+        tr.run(tensors, self.outputs)
+        return [tensors[t] for t in self.outputs]
+
+    def plan(self, signature: tuple) -> "ExecutionPlan":
+        """The execution plan for an input signature ((shape, dtype, fmt) per input), cached."""
+        plan = self._plans.get(signature)
+        if plan is None:
+            plan = self._plans[signature] = ExecutionPlan(self, signature)
+        return plan
+
+
+def output_format(node: Node) -> str:
+    """The data format a Module reports for an output: NC4HW4 results come back as NCHW (as MNN's
+    Module converts them)."""
+    return "NCHW" if node.fmt == "NC4HW4" else node.fmt
+
+
+class ExecutionPlan:
+    """The translated graph for one input signature, with a lean evaluation loop."""
+
+    def __init__(self, program: Program, signature: tuple):
+        self.program = program
+        self.signature = signature
+        self.placeholders = [Node("placeholder", (), {}, tuple(shape), np.dtype(dt), fmt, name=spec.name)
+                             for spec, (shape, dt, fmt) in zip(program.inputs, signature)]
+        self.dynamic = False
+        try:
+            translated = program.translate(self.placeholders)
+            self.out_fmts = [output_format(o) for o in translated]
+            self.outputs = simplify(translated)
+        except NeedsValuesError:
+            self.dynamic = True
+            self.outputs = []
+            self.out_fmts = []
+        self._compile_steps()
+
+    def _compile_steps(self) -> None:
+        order = topo_order(self.outputs, stop_at_values=False)
+        slot = {id(n): k for k, n in enumerate(order)}
+        self.n_slots = len(order)
+        self.init = [None] * len(order)
+        self.feed_slots = [slot.get(id(p)) for p in self.placeholders]
+        steps = []
+        for k, n in enumerate(order):
+            if n.op == "const":
+                self.init[k] = n.value
+            elif n.op != "placeholder":
+                ref = registry.get(n.op).ref
+                steps.append((ref, n.attrs, tuple(slot[id(i)] for i in n.inputs), k, n.dtype, n.shape))
+        self.steps = steps
+        self.out_slots = [slot[id(o)] for o in self.outputs]
+        self.max_work = max((n.size for n in order if n.dtype is not None), default=0)
+        self.lean: bool | None = None
+
+    def run(self, arrays: list[np.ndarray]) -> list[np.ndarray]:
+        """Evaluate the plan on input arrays (already of the signature's shapes and dtypes)."""
+        if self.dynamic:
+            return self._run_dynamic(arrays)
+        if self.lean is None:
+            self.lean = _lean(self)
+        if self.lean:
+            return self._run_steps(arrays)
+        for p, a in zip(self.placeholders, arrays):
+            p.value = a
+        bump_write_counter()
+        runtime.evaluate(self.outputs)
+        return [o.value for o in self.outputs]
+
+    def _run_steps(self, arrays: list[np.ndarray]) -> list[np.ndarray]:
+        vals = list(self.init)
+        for s, a in zip(self.feed_slots, arrays):
+            if s is not None:
+                vals[s] = a
+        with np.errstate(all="ignore"):
+            for ref, attrs, ins, out, dt, shape in self.steps:
+                v = ref([vals[i] for i in ins], attrs)
+                if dt is not None:
+                    if not isinstance(v, np.ndarray) or v.dtype != dt:
+                        v = np.asarray(v).astype(dt)
+                    if v.shape != shape:
+                        v = v.reshape(shape)
+                vals[out] = v
+        return [vals[s] for s in self.out_slots]
+
+    def _run_dynamic(self, arrays: list[np.ndarray]) -> list[np.ndarray]:
+        feeds = [Node("placeholder", (), {}, p.shape, p.dtype, p.fmt, name=p.name) for p in self.placeholders]
+        for p, a in zip(feeds, arrays):
+            p.value = a
+        bump_write_counter()
+        outs = self.program.translate(feeds, dynamic=True)
+        runtime.evaluate(outs)
+        self.out_fmts = [output_format(o) for o in outs]
+        return [o.value for o in outs]
+
+
+def _lean(plan: ExecutionPlan) -> bool:
+    """Whether ``plan`` runs on its own step loop: with the reference executor, or with the compiler's
+    dispatcher when every node is below its compile threshold (it would run the reference path too,
+    after tracing the graph at every call)."""
+    ex = runtime._executor
+    if ex is not None:
+        from ..backends.reference import evaluate as ref_evaluate
+        return ex is ref_evaluate
+    try:
+        from ..compiler import config
+    except ImportError:
+        return True
+    return plan.max_work < config.threshold()
+
+
+def load_program(path: Any, input_names: Sequence[str] = (), output_names: Sequence[str] = (),
+                 weight_path: str | None = None) -> Program:
+    """Read a .mnn file into a :class:`Program` (clear errors for missing or non-MNN files)."""
+    from ..format import MNNFormatError, read_net
+    if isinstance(path, (str, os.PathLike)):
+        p = os.fspath(path)
+        if not os.path.exists(p):
+            raise FileNotFoundError(f"MNN model file not found: {p}")
+        if os.path.isdir(p):
+            raise IsADirectoryError(f"{p} is a directory, not an MNN model file")
+    try:
+        net = read_net(path, weight_path=weight_path)
+    except MNNFormatError as exc:
+        raise ValueError(f"cannot load {path}: {exc}") from None
+    return Program(net, os.fspath(path) if isinstance(path, (str, os.PathLike)) else "<bytes>",
+                   input_names, output_names)

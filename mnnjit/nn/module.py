@@ -1,0 +1,196 @@
+"""``Module``: a loaded .mnn model (MNN's ``_Module``), and the loaders.
+
+``forward`` lays each input out as the model expects (an NHWC image converted to NC4HW4 feeds an
+NCHW model unchanged: NC4HW4 is NCHW data), looks up the execution plan for the input signature
+(built once per signature; ``shape_mutable=False`` builds it at load) and runs it.
+"""
+from __future__ import annotations
+
+import os
+from typing import Any, Sequence
+
+import numpy as np
+
+from ..graph import Node
+from ..models.program import ExecutionPlan, Program, load_program
+from ..ops import build as B
+from ..var import Var
+from .runtime_manager import RuntimeManager, resolve_backend
+
+
+def _out_var(arr: np.ndarray, fmt: str) -> Var:
+    if not arr.flags.c_contiguous:
+        arr = np.ascontiguousarray(arr)
+    return Var._from_node(Node("const", (), {}, arr.shape, arr.dtype, fmt, arr))
+
+
+class Module:
+    """A model loaded from a .mnn file (MNN's ``nn._Module``)."""
+
+    def __init__(self, program: Program | None = None, runtime_manager: RuntimeManager | None = None,
+                 name: str = "") -> None:
+        self._program = program
+        self._rt = runtime_manager
+        self._name = name
+        self._training = False
+        self._last_sig: tuple | None = None
+        self._last_plan: ExecutionPlan | None = None
+        self._params: list[Var] = []
+        self._children: list[Module] = []
+
+    # ------------------------------------------------------------------ running
+    def _prepare(self, inputs: Any) -> tuple[tuple, list[np.ndarray]]:
+        prog = self._program
+        if prog is None:
+            raise RuntimeError("this Module has no model: load one with nn.load_module_from_file")
+        if isinstance(inputs, (Var, np.ndarray)):
+            inputs = [inputs]
+        inputs = list(inputs)
+        specs = prog.inputs
+        if len(inputs) != len(specs):
+            raise ValueError(f"the model takes {len(specs)} input(s) {[s.name for s in specs]}, "
+                             f"got {len(inputs)}")
+        sig = []
+        arrays = []
+        for spec, v in zip(specs, inputs):
+            node = v._node if isinstance(v, Var) else B.as_node(v)
+            if spec.dims is not None and spec.dims and len(node.shape) != len(spec.dims):
+                raise ValueError(f"input {spec.name!r}: expected {len(spec.dims)} dimensions "
+                                 f"(shape {list(spec.dims)}), got shape {list(node.shape)}")
+            if node.dtype != spec.dtype:
+                if node.dtype.kind == spec.dtype.kind == "f":
+                    node = B.cast_node(node, spec.dtype)
+                else:
+                    raise TypeError(f"input {spec.name!r}: expected dtype {spec.dtype}, got {node.dtype}")
+            want = "NHWC" if spec.fmt == "NHWC" else "NCHW"
+            have = "NHWC" if node.fmt == "NHWC" else "NCHW"
+            if want != have and len(node.shape) == 4:
+                node = B.make_node("convert", (node,), {"src": node.fmt, "dst": want}, fmt=want)
+            arr = node.value
+            if arr is None:
+                arr = Var._from_node(node).read_view()
+            sig.append((node.shape, node.dtype, spec.fmt))
+            arrays.append(arr)
+        return tuple(sig), arrays
+
+    def _plan(self, sig: tuple) -> ExecutionPlan:
+        if sig == self._last_sig:
+            return self._last_plan
+        plan = self._program.plan(sig)
+        self._last_sig, self._last_plan = sig, plan
+        return plan
+
+    def onForward(self, inputs: Any) -> list[Var]:  # noqa: N802 - MNN's name
+        """Run the model; a list of output Vars."""
+        sig, arrays = self._prepare(inputs)
+        plan = self._plan(sig)
+        outs = plan.run(arrays)
+        return [_out_var(a, f) for a, f in zip(outs, plan.out_fmts)]
+
+    def forward(self, inputs: Any) -> Var | list[Var]:
+        """Run the model: a list of outputs for a list of inputs, the first output for one Var."""
+        outs = self.onForward(inputs)
+        if isinstance(inputs, (Var, np.ndarray)):
+            return outs[0]
+        return outs
+
+    __call__ = forward
+
+    # ------------------------------------------------------------------ info
+    @property
+    def _shape_mutable(self) -> bool:
+        return getattr(self, "_mutable", True)
+
+    def get_info(self) -> dict:
+        """Model information: version, bizCode, input and output names."""
+        prog = self._program
+        if prog is None:
+            return {}
+        net = prog.net
+        if net is None:
+            return {"version": "", "bizCode": "", "inputNames": [s.name for s in prog.inputs],
+                    "outputNames": list(prog.output_names), "inputs": []}
+        return {"version": net.version or "", "bizCode": net.bizCode or "",
+                "inputNames": [s.name for s in prog.inputs], "outputNames": list(prog.output_names),
+                "inputs": []}
+
+    @property
+    def name(self) -> str:
+        """The module's name."""
+        return self._name
+
+    def set_name(self, name: str) -> None:
+        """Set the module's name."""
+        self._name = str(name)
+
+    @property
+    def parameters(self) -> list[Var]:
+        """Trainable parameters (a loaded inference model has none, as in MNN)."""
+        return list(self._params)
+
+    @property
+    def is_training(self) -> bool:
+        """Whether the module is in training mode."""
+        return self._training
+
+    def train(self, isTrain: bool = True) -> None:  # noqa: N803 - MNN's name
+        """Set training mode (mnnjit runs inference only; the flag is recorded)."""
+        self._training = bool(isTrain)
+
+    def load_parameters(self, parameters: Sequence[Var]) -> bool:
+        """Replace the parameters (a loaded model has none: only an empty list fits)."""
+        return len(list(parameters)) == len(self._params)
+
+    def clear_cache(self) -> None:
+        """Drop the execution plans built so far (and the children's)."""
+        if self._program is not None:
+            self._program._plans.clear()
+        self._last_sig = self._last_plan = None
+        for c in self._children:
+            c.clear_cache()
+
+    def clone(self) -> "Module":
+        """A module sharing the same model."""
+        m = Module(self._program, self._rt, self._name)
+        m._mutable = self._shape_mutable
+        return m
+
+    def _register_submodules(self, children: Sequence["Module"]) -> None:
+        self._children.extend(children)
+
+    def _add_parameter(self, parameter: Var) -> int:
+        self._params.append(parameter)
+        return len(self._params) - 1
+
+    def __repr__(self) -> str:
+        return f"<_Module object at {hex(id(self))}>"
+
+
+def load_module_from_file(file_name: str, input_names: Sequence[str] = (), output_names: Sequence[str] = (),
+                          dynamic: bool = False, shape_mutable: bool = True, rearrange: bool = False,
+                          backend: Any = 0, memory_mode: Any = 0, power_mode: Any = 0, precision_mode: Any = 0,
+                          num_thread: int = 4, runtime_manager: RuntimeManager | None = None,
+                          thread_num: int | None = None) -> Module:
+    """Load a .mnn model as a Module (MNN's keyword arguments; see docs/compat/models.md)."""
+    if not isinstance(file_name, (str, os.PathLike)):
+        raise TypeError(f"file_name must be a path, got {type(file_name).__name__}")
+    if runtime_manager is not None and not isinstance(runtime_manager, RuntimeManager):
+        raise TypeError("runtime_manager must come from nn.create_runtime_manager")
+    if runtime_manager is None:
+        resolve_backend(backend)
+    weight_path = runtime_manager.external_path if runtime_manager is not None else None
+    program = load_program(file_name, list(input_names or []), list(output_names or []), weight_path)
+    mod = Module(program, runtime_manager, "")
+    mod._mutable = bool(shape_mutable)
+    if not shape_mutable:
+        specs = program.inputs
+        if all(s.dims is not None and all(d >= 0 for d in s.dims) for s in specs):
+            sig = tuple((tuple(s.dims), s.dtype, s.fmt) for s in specs)
+            mod._last_sig, mod._last_plan = sig, program.plan(sig)
+    return mod
+
+
+def load_module(inputs: Sequence[Var], outputs: Sequence[Var], for_training: bool = False) -> Module:
+    """A Module computing ``outputs`` from ``inputs`` (Vars of one graph, e.g. from load_as_dict)."""
+    from ..models.subgraph_module import GraphProgram
+    return Module(GraphProgram(list(inputs), list(outputs)), None, "")

@@ -1,0 +1,116 @@
+"""``RuntimeManager`` and ``create_runtime_manager``: MNN's runtime configuration holder.
+
+mnnjit runs on the CPU; asking for another backend (OpenCL, Vulkan, NPU ...) falls back to the
+CPU with a warning on stderr, as real MNN does when a backend is not available.
+"""
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any
+
+#: MNN's forward types (``backend`` config values) by name.
+BACKENDS = {"CPU": 0, "METAL": 1, "CUDA": 2, "OPENCL": 3, "AUTO": 4, "NN": 5, "OPENGL": 6, "VULKAN": 7,
+            "HIAI": 8, "TRT": 9, "USER_0": 10}
+#: MNN's precision / memory / power modes by name (BackendConfig enums).
+PRECISIONS = {"normal": 0, "high": 1, "low": 2, "lowbf": 3}
+MEMORIES = {"normal": 0, "high": 1, "low": 2}
+POWERS = {"normal": 0, "high": 1, "low": 2}
+_BACKEND_NAMES = {v: k for k, v in BACKENDS.items()}
+
+
+def _mode(value: Any, table: dict[str, int], key: str) -> int:
+    if isinstance(value, bool):
+        raise TypeError(f"runtime config {key!r}: expected a name or an int, got {value!r}")
+    if isinstance(value, int):
+        if value not in table.values():
+            raise ValueError(f"runtime config {key!r}: unknown value {value} (valid: {sorted(set(table.values()))})")
+        return value
+    if isinstance(value, str) and value.lower() in table:
+        return table[value.lower()]
+    raise ValueError(f"runtime config {key!r}: unknown value {value!r} (valid: {list(table)})")
+
+
+def resolve_backend(value: Any) -> int:
+    """The MNN forward type of a ``backend`` value (name or int); unavailable ones fall back to CPU
+    with a warning on stderr."""
+    if isinstance(value, str):
+        key = value.upper()
+        if key not in BACKENDS:
+            raise ValueError(f"runtime config 'backend': unknown backend {value!r} (valid: {list(BACKENDS)})")
+        code = BACKENDS[key]
+    elif isinstance(value, int) and not isinstance(value, bool):
+        code = int(value)
+        if code not in _BACKEND_NAMES:
+            raise ValueError(f"runtime config 'backend': unknown backend {value}")
+    else:
+        code = int(getattr(value, "value", value))
+    if code != 0:
+        print(f"Can't Find type={code} backend ({_BACKEND_NAMES.get(code, code)}), use 0 (CPU) instead",
+              file=sys.stderr)
+    return 0
+
+
+class RuntimeManager:
+    """Runtime resources and settings shared by modules loaded with it (see module docstring)."""
+
+    def __init__(self, config: dict | None = None) -> None:
+        config = dict(config or {})
+        known = {"backend", "precision", "memory", "power", "numThread", "saveTensors", "inputPaths",
+                 "outputPaths"}
+        unknown = [k for k in config if k not in known]
+        if unknown:
+            raise KeyError(f"unknown runtime config key {unknown[0]!r} (valid: {sorted(known)})")
+        self.backend = resolve_backend(config.get("backend", 0))
+        self.precision = _mode(config.get("precision", "normal"), PRECISIONS, "precision")
+        self.memory = _mode(config.get("memory", "normal"), MEMORIES, "memory")
+        self.power = _mode(config.get("power", "normal"), POWERS, "power")
+        threads = config.get("numThread", 4)
+        if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
+            raise ValueError(f"runtime config 'numThread' must be a positive int, got {threads!r}")
+        self.num_thread = int(threads)
+        self.cache_path: str | None = None
+        self.external_path: str | None = None
+        self.mode: list[int] = []
+        self.hints: dict[int, int] = {}
+
+    def set_cache(self, cache_path: str) -> None:
+        """Where compiled-kernel information is kept (mnnjit's kernels cache on disk by itself)."""
+        self.cache_path = os.fspath(cache_path)
+
+    def update_cache(self) -> None:
+        """Write kernel information to the cache file (compiled kernels are cached when built)."""
+        if self.cache_path is None:
+            return
+        d = os.path.dirname(os.path.abspath(self.cache_path))
+        if not os.path.isdir(d):
+            raise FileNotFoundError(f"cache directory does not exist: {d}")
+        with open(self.cache_path, "a"):
+            pass
+
+    def set_external(self, path: str) -> None:
+        """Use ``path`` as the external weight file of models loaded with this manager."""
+        self.external_path = os.fspath(path)
+
+    def set_mode(self, mode: int) -> None:
+        """Record a session mode (MNN's Interpreter.SessionMode values)."""
+        self.mode.append(int(mode))
+
+    def set_hint(self, mode: int, value: int) -> None:
+        """Record an execution hint (MNN's Interpreter.HintMode values)."""
+        self.hints[int(mode)] = int(value)
+
+    def __repr__(self) -> str:
+        return (f"RuntimeManager(backend={_BACKEND_NAMES[self.backend]}, precision={self.precision}, "
+                f"memory={self.memory}, power={self.power}, numThread={self.num_thread})")
+
+
+def create_runtime_manager(config: Any) -> RuntimeManager:
+    """A RuntimeManager from a config dict (or a 1-tuple holding one, as pymnn's examples pass)."""
+    if isinstance(config, (tuple, list)):
+        if len(config) != 1 or not isinstance(config[0], dict):
+            raise TypeError("create_runtime_manager expects a config dict or a tuple holding one dict")
+        config = config[0]
+    if not isinstance(config, dict):
+        raise TypeError(f"create_runtime_manager expects a config dict, got {type(config).__name__}")
+    return RuntimeManager(config)

@@ -1,0 +1,134 @@
+"""Helpers shared by the mnnjit.numpy modules: argument checks, axis handling, ``out=``, scalars."""
+from __future__ import annotations
+
+import numbers
+from typing import Any, Sequence
+
+import numpy as _np
+
+from .._dtypes import F32, I32
+from ..graph import Node, const_node
+from ..ops import build as B
+from ..ops.build import AxisError  # noqa: F401  (re-exported)
+from ..var import Var
+
+
+def node(x: Any) -> Node:
+    """The graph node of ``x`` (a Var, Python data or numpy data)."""
+    return B.as_node(x)
+
+
+def var(n: Node) -> Var:
+    """A Var on node ``n``."""
+    return B.wrap(n)
+
+
+def const(arr: Any, dtype: Any = None) -> Var:
+    """A constant Var holding ``arr`` (narrowed to MNN's dtypes)."""
+    return Var._from_node(const_node(_np.array(B.to_array(arr, dtype))))
+
+
+def ndim(x: Any) -> int:
+    """Number of dimensions of ``x``."""
+    return len(node(x).shape)
+
+
+def shape_of(x: Any) -> tuple[int, ...]:
+    """Shape of ``x`` as a tuple."""
+    return node(x).shape
+
+
+def dtype_of(x: Any) -> _np.dtype:
+    """Storage dtype of ``x``."""
+    return node(x).dtype
+
+
+def is_int(v: Any) -> bool:
+    """Whether ``v`` is an integer (not a bool)."""
+    return isinstance(v, (numbers.Integral, _np.integer)) and not isinstance(v, (bool, _np.bool_))
+
+
+def as_shape(shape: Any) -> tuple[int, ...]:
+    """A shape argument (int, sequence, Var) as a tuple of non-negative ints."""
+    if isinstance(shape, Var):
+        shape = shape.read_view().tolist()
+    if is_int(shape):
+        shape = (int(shape),)
+    try:
+        out = tuple(int(s) for s in shape)
+    except TypeError:
+        raise TypeError(f"expected a shape (int or sequence of ints), got {type(shape).__name__}") from None
+    if any(s < 0 for s in out):
+        raise ValueError("negative dimensions are not allowed")
+    return out
+
+
+def scalar_or_var(v: Var, axis: Any, keepdims: bool, by_shape: bool = False):
+    """Python scalars for reductions, as real MNN gives them.
+
+    Full reductions (``axis=None``, no ``keepdims``) always give a Python scalar. With ``by_shape``
+    (MNN's ``sum``, ``prod``, ``nansum``, ``nanprod``, ``count_nonzero``) any 0-d result does too
+    (``sum(x1d, 0)`` is a float in MNN, while ``max(x1d, 0)`` or ``mean(x1d, 0)`` are 0-d Vars).
+    """
+    if (axis is None and not keepdims) or (by_shape and not v._node.shape):
+        return v.read_view().item()
+    return v
+
+
+def finish(res: Any, out: Any = None):
+    """Handle numpy's ``out=``: ``out`` (a Var) takes the result's value (cast to its dtype)."""
+    if out is None:
+        return res
+    if isinstance(out, tuple) and len(out) == 1:
+        out = out[0]
+    if not isinstance(out, Var):
+        raise TypeError("out must be a Var (mnnjit arrays are Vars)")
+    rn = node(res)
+    if rn.shape != out._node.shape:
+        raise ValueError(f"non-broadcastable output operand with shape {tuple(out._node.shape)} doesn't match "
+                         f"the broadcast shape {rn.shape}")
+    out._node = B.cast_node(rn, out._node.dtype)
+    return out
+
+
+def to_float(x: Any) -> Node:
+    """``x``'s node, converted to float32 when it holds integers."""
+    n = node(x)
+    return n if n.dtype.kind == "f" else B.cast_node(n, F32)
+
+
+def axis_arg(axis: Any, nd: int) -> int:
+    """A single non-negative axis (numpy AxisError otherwise)."""
+    return B.normalize_axis(axis, nd)
+
+
+def flat(x: Any) -> Var:
+    """``x`` flattened to 1-D."""
+    return B.reshape(x, (-1,))
+
+
+def moveaxis_node(n: Node, src: int, dst: int) -> Node:
+    """``n`` with axis ``src`` moved to position ``dst`` (both non-negative)."""
+    nd = len(n.shape)
+    perm = [i for i in range(nd) if i != src]
+    perm.insert(dst, src)
+    return B.transpose(var(n), perm)._node
+
+
+def int_node(x: Any) -> Node:
+    """An int32 node for index-like data."""
+    n = node(x)
+    if n.dtype.kind == "f" and n.size:
+        raise TypeError(f"arrays used as indices must be of integer type, not {n.dtype}")
+    return B.cast_node(n, I32)
+
+
+def full_const(shape: Sequence[int], value: Any, dtype: Any) -> Var:
+    """A constant Var of ``shape`` filled with ``value``."""
+    return Var._from_node(const_node(_np.full(tuple(shape), value, dtype=dtype)))
+
+
+def broadcast_var(value: Any, shape: Sequence[int], dtype: _np.dtype) -> Var:
+    """``value`` cast to ``dtype`` and broadcast to ``shape`` (lazily)."""
+    n = B.cast_node(node(value), dtype)
+    return B.broadcast_to(var(n), tuple(shape))

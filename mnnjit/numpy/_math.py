@@ -1,0 +1,297 @@
+"""Elementwise math: ufunc-like functions built from the registry's elementwise ops (compositions fuse)."""
+from __future__ import annotations
+
+import math as _math
+from typing import Any
+
+import numpy as _np
+
+from .._dtypes import I32
+from ..ops import build as B
+from ..var import Var
+from ._core import finish, node, to_float, var
+
+_FLOAT_MAX = float(_np.finfo(_np.float32).max)
+
+
+def _unary(name: str, op: str, float_input: bool = False):
+    def fn(x: Any, out: Any = None, **kwargs: Any) -> Var:
+        src = var(to_float(x)) if float_input else x
+        return finish(B.unary(op, src), out)
+    fn.__name__ = name
+    fn.__qualname__ = name
+    fn.__doc__ = f"Elementwise {name} (numpy.{name}; MNN's 32-bit dtypes)."
+    return fn
+
+
+def _binary(name: str, op: str, float_inputs: bool = False):
+    def fn(x1: Any, x2: Any, out: Any = None, **kwargs: Any) -> Var:
+        if float_inputs:
+            x1, x2 = var(to_float(x1)), var(to_float(x2))
+        return finish(B.binary(op, x1, x2), out)
+    fn.__name__ = name
+    fn.__qualname__ = name
+    fn.__doc__ = f"Elementwise {name} with broadcasting (numpy.{name}; MNN's 32-bit dtypes)."
+    return fn
+
+
+UNARY = {
+    "negative": "neg", "abs": "abs", "absolute": "abs", "square": "square", "sqrt": "sqrt", "exp": "exp",
+    "expm1": "expm1", "log": "log", "log1p": "log1p", "log2": "log2", "log10": "log10", "sin": "sin",
+    "cos": "cos", "tan": "tan", "arcsin": "asin", "arccos": "acos", "arctan": "atan", "sinh": "sinh",
+    "cosh": "cosh", "tanh": "tanh", "arcsinh": "asinh", "arccosh": "acosh", "arctanh": "atanh",
+    "reciprocal": "reciprocal", "sign": "sign", "floor": "floor", "ceil": "ceil", "trunc": "trunc",
+    "fix": "trunc", "isnan": "isnan", "isinf": "isinf", "isfinite": "isfinite",
+    "logical_not": "logical_not", "invert": "invert", "bitwise_not": "invert",
+}
+FLOAT_UNARY = {"rint": "rint", "fabs": "abs", "cbrt": "cbrt", "spacing": "spacing", "i0": "i0"}
+BINARY = {
+    "add": "add", "subtract": "sub", "multiply": "mul", "divide": "div", "true_divide": "div",
+    "floor_divide": "floordiv", "mod": "mod", "remainder": "mod", "fmod": "fmod", "power": "pow",
+    "maximum": "maximum", "minimum": "minimum", "arctan2": "atan2",
+    "hypot": "hypot", "copysign": "copysign", "equal": "equal", "not_equal": "not_equal", "less": "less",
+    "less_equal": "less_equal", "greater": "greater", "greater_equal": "greater_equal",
+    "logical_and": "logical_and", "logical_or": "logical_or", "logical_xor": "logical_xor",
+    "bitwise_and": "bitwise_and", "bitwise_or": "bitwise_or", "bitwise_xor": "bitwise_xor",
+    "left_shift": "left_shift", "right_shift": "right_shift", "gcd": "gcd", "lcm": "lcm",
+}
+FLOAT_BINARY = {"float_power": "pow", "nextafter": "nextafter"}
+
+_funcs: dict[str, Any] = {}
+for _name, _op in UNARY.items():
+    _funcs[_name] = _unary(_name, _op)
+for _name, _op in FLOAT_UNARY.items():
+    _funcs[_name] = _unary(_name, _op, float_input=True)
+for _name, _op in BINARY.items():
+    _funcs[_name] = _binary(_name, _op)
+for _name, _op in FLOAT_BINARY.items():
+    _funcs[_name] = _binary(_name, _op, float_inputs=True)
+globals().update(_funcs)
+
+
+def _int_only(name: str, *xs: Any) -> None:
+    for x in xs:
+        if node(x).dtype.kind == "f":
+            raise TypeError(f"ufunc '{name}' not supported for the input types, and the inputs could not be "
+                            "safely coerced to any supported types according to the casting rule ''safe''")
+
+
+def gcd(x1: Any, x2: Any, out: Any = None) -> Var:  # noqa: F811
+    """Greatest common divisor, elementwise (integers only)."""
+    _int_only("gcd", x1, x2)
+    return finish(B.binary("gcd", x1, x2), out)
+
+
+def lcm(x1: Any, x2: Any, out: Any = None) -> Var:  # noqa: F811
+    """Least common multiple, elementwise (integers only)."""
+    _int_only("lcm", x1, x2)
+    return finish(B.binary("lcm", x1, x2), out)
+
+
+def positive(x: Any, deepCopy: bool = False, out: Any = None) -> Var:  # noqa: N803 - MNN's name
+    """``+x`` (a copy)."""
+    return finish(var(node(x)), out)
+
+
+def around(x: Any, decimals: int = 0, out: Any = None) -> Var:
+    """Round half away from zero (MNN's documented rounding) to ``decimals`` places."""
+    n = node(x)
+    decimals = int(decimals)
+    if n.dtype.kind != "f":
+        if decimals >= 0:
+            return finish(var(n), out)
+        scale = 10 ** (-decimals)
+        f = B.unary("round", B.binary("div", var(n), float(scale)))
+        return finish(B.cast(B.binary("mul", f, float(scale)), n.dtype), out)
+    if decimals == 0:
+        return finish(B.unary("round", var(n)), out)
+    if decimals > 0:
+        scale = float(10.0 ** decimals)
+        return finish(B.binary("div", B.unary("round", B.binary("mul", var(n), scale)), scale), out)
+    scale = float(10.0 ** (-decimals))
+    return finish(B.binary("mul", B.unary("round", B.binary("div", var(n), scale)), scale), out)
+
+
+round_ = around
+round = around  # noqa: A001
+
+
+def clip(x: Any, a_min: Any = None, a_max: Any = None, out: Any = None, **kwargs: Any) -> Var:
+    """``x`` limited to [a_min, a_max] (numpy.clip: ``minimum(maximum(x, a_min), a_max)``)."""
+    if "min" in kwargs:
+        a_min = kwargs.pop("min")
+    if "max" in kwargs:
+        a_max = kwargs.pop("max")
+    n = node(x)
+    scalars = all(isinstance(v, (int, float)) or v is None for v in (a_min, a_max))
+    if scalars and not (n.dtype.kind != "f" and any(isinstance(v, float) for v in (a_min, a_max))):
+        lo = -_math.inf if a_min is None else a_min
+        hi = _math.inf if a_max is None else a_max
+        if n.dtype.kind != "f":
+            info = _np.iinfo(n.dtype)
+            lo, hi = (info.min if a_min is None else a_min), (info.max if a_max is None else a_max)
+            if lo > hi:
+                return finish(B.broadcast_to(B.cast(hi, n.dtype), n.shape), out)
+        return finish(var(B.make_node("clip", (n,), {"lo": lo, "hi": hi})), out)
+    res: Any = var(n)
+    if a_min is not None:
+        res = B.binary("maximum", res, a_min)
+    if a_max is not None:
+        res = B.binary("minimum", res, a_max)
+    return finish(res, out)
+
+
+def fmax(x1: Any, x2: Any, out: Any = None) -> Var:
+    """Elementwise maximum ignoring NaNs (NaN only when both are NaN)."""
+    m = B.binary("maximum", x1, x2)
+    if m._node.dtype.kind != "f":
+        return finish(m, out)
+    a, b = B.cast(x1, m._node.dtype), B.cast(x2, m._node.dtype)
+    return finish(B.select(B.unary("isnan", b), a, B.select(B.unary("isnan", a), b, m)), out)
+
+
+def fmin(x1: Any, x2: Any, out: Any = None) -> Var:
+    """Elementwise minimum ignoring NaNs (NaN only when both are NaN)."""
+    m = B.binary("minimum", x1, x2)
+    if m._node.dtype.kind != "f":
+        return finish(m, out)
+    a, b = B.cast(x1, m._node.dtype), B.cast(x2, m._node.dtype)
+    return finish(B.select(B.unary("isnan", b), a, B.select(B.unary("isnan", a), b, m)), out)
+
+
+def divmod(x1: Any, x2: Any, out: Any = None) -> tuple[Var, Var]:  # noqa: A001
+    """``(floor_divide(x1, x2), mod(x1, x2))``."""
+    return B.binary("floordiv", x1, x2), B.binary("mod", x1, x2)
+
+
+def modf(x: Any, out: Any = None) -> tuple[Var, Var]:
+    """Fractional and integral parts (both with ``x``'s sign; float32)."""
+    f = var(to_float(x))
+    ip = B.unary("trunc", f)
+    frac = B.binary("sub", f, ip)
+    frac = B.select(B.unary("isinf", f), B.binary("copysign", 0.0, f), frac)
+    return frac, ip
+
+
+def frexp(x: Any, out: Any = None) -> tuple[Var, Var]:
+    """Mantissa (float32) and exponent (int32) with ``x = m * 2**e``."""
+    return B.make("frexp", [var(to_float(x))])
+
+
+def ldexp(x1: Any, x2: Any, out: Any = None) -> Var:
+    """``x1 * 2**x2`` (x2 integers)."""
+    n2 = node(x2)
+    if n2.dtype.kind == "f":
+        raise TypeError("ufunc 'ldexp' not supported for the input types (the exponent must be an integer)")
+    a, b = to_float(x1), B.cast_node(n2, I32)
+    return finish(var(B.make_node("ldexp", (a, b))), out)
+
+
+def signbit(x: Any, out: Any = None) -> Var:
+    """1 where the sign bit is set (negative numbers, -0.0), else 0 (int32)."""
+    return finish(var(B.make_node("signbit", (to_float(x),))), out)
+
+
+def exp2(x: Any, out: Any = None) -> Var:
+    """``2 ** x`` (float32)."""
+    return finish(B.binary("pow", 2.0, var(to_float(x))), out)
+
+
+def deg2rad(x: Any, out: Any = None) -> Var:
+    """Degrees to radians (float32)."""
+    return finish(B.binary("mul", var(to_float(x)), _math.pi / 180.0), out)
+
+
+radians = deg2rad
+
+
+def rad2deg(x: Any, out: Any = None) -> Var:
+    """Radians to degrees (float32)."""
+    return finish(B.binary("mul", var(to_float(x)), 180.0 / _math.pi), out)
+
+
+degrees = rad2deg
+
+
+def sinc(x: Any) -> Var:
+    """``sin(pi x) / (pi x)`` (1 at 0; float32)."""
+    f = var(to_float(x))
+    px = B.binary("mul", f, _math.pi)
+    zero = B.binary("equal", f, 0.0)
+    safe = B.select(zero, 1.0, px)
+    return B.select(zero, 1.0, B.binary("div", B.unary("sin", safe), safe))
+
+
+def heaviside(x1: Any, x2: Any, out: Any = None) -> Var:
+    """0 for x1 < 0, x2 for x1 == 0, 1 for x1 > 0 (NaN for NaN)."""
+    a, b = var(to_float(x1)), var(to_float(x2))
+    res = B.select(B.binary("less", a, 0.0), 0.0, B.select(B.binary("greater", a, 0.0), 1.0, b))
+    return finish(B.select(B.unary("isnan", a), a, res), out)
+
+
+def logaddexp(x1: Any, x2: Any, out: Any = None) -> Var:
+    """``log(exp(x1) + exp(x2))`` without overflow (float32)."""
+    a, b = var(to_float(x1)), var(to_float(x2))
+    m = B.binary("maximum", a, b)
+    d = B.unary("abs", B.binary("sub", a, b))
+    res = B.binary("add", m, B.unary("log1p", B.unary("exp", B.unary("neg", d))))
+    return finish(B.select(B.binary("equal", a, b), B.binary("add", a, _math.log(2.0)), res), out)
+
+
+def logaddexp2(x1: Any, x2: Any, out: Any = None) -> Var:
+    """``log2(2**x1 + 2**x2)`` without overflow (float32)."""
+    a, b = var(to_float(x1)), var(to_float(x2))
+    m = B.binary("maximum", a, b)
+    d = B.unary("abs", B.binary("sub", a, b))
+    tail = B.binary("div", B.unary("log1p", B.binary("pow", 2.0, B.unary("neg", d))), _math.log(2.0))
+    return finish(B.select(B.binary("equal", a, b), B.binary("add", a, 1.0), B.binary("add", m, tail)), out)
+
+
+def nan_to_num(x: Any, copy: bool = True, nan: float = 0.0, posinf: float | None = None,
+               neginf: float | None = None) -> Var:
+    """NaN -> ``nan``, +inf -> ``posinf`` (float32 max), -inf -> ``neginf`` (float32 min)."""
+    n = node(x)
+    if n.dtype.kind != "f":
+        return var(n)
+    hi = _FLOAT_MAX if posinf is None else posinf
+    lo = -_FLOAT_MAX if neginf is None else neginf
+    v = var(n)
+    res = B.select(B.unary("isnan", v), float(nan), v)
+    res = B.select(B.binary("equal", v, _math.inf), float(hi), res)
+    return B.select(B.binary("equal", v, -_math.inf), float(lo), res)
+
+
+def real_if_close(a: Any, tol: float = 100) -> Var:
+    """``a`` itself (mnnjit has no complex numbers)."""
+    return var(node(a))
+
+
+def unwrap(p: Any, discont: float | None = None, axis: int = -1, *, period: float = 2 * _math.pi) -> Var:
+    """Phase unwrapping along ``axis`` (numpy.unwrap), float32."""
+    from ._stats import cumsum, diff
+    f = var(to_float(p))
+    nd = len(f._node.shape)
+    ax = B.normalize_axis(axis, nd)
+    if f._node.shape[ax] < 2:
+        return f
+    half = period / 2.0
+    if discont is None:
+        discont = half
+    dd = diff(f, axis=ax)
+    ddmod = B.binary("sub", B.binary("mod", B.binary("add", dd, half), float(period)), half)
+    fix = B.binary("logical_and", B.binary("equal", ddmod, -half), B.binary("greater", dd, 0.0))
+    ddmod = B.select(fix, half, ddmod)
+    corr = B.binary("sub", ddmod, dd)
+    corr = B.select(B.binary("less", B.unary("abs", dd), float(max(discont, half))), 0.0, corr)
+    csum = cumsum(corr, axis=ax)
+    first = [slice(None)] * nd
+    first[ax] = slice(0, 1)
+    zeros = B.binary("mul", f[tuple(first)], 0.0)
+    return B.binary("add", f, B.concat([zeros, csum], ax))
+
+
+__all__ = sorted(set(_funcs) | {
+    "gcd", "lcm", "positive", "around", "round_", "round", "clip", "fmax", "fmin", "divmod", "modf", "frexp",
+    "ldexp", "signbit", "exp2", "deg2rad", "radians", "rad2deg", "degrees", "sinc", "heaviside", "logaddexp",
+    "logaddexp2", "nan_to_num", "real_if_close", "unwrap"})
+

@@ -1,0 +1,307 @@
+"""Neighbourhood image ops on HWC images.
+
+* ``sep_filter``   attrs ``kx``, ``ky`` (tuples of float taps), ``anchor`` (ax, ay), ``border`` (OpenCV code),
+                   ``delta``, ``dtype`` (output dtype), ``square`` (filter x*x: sqrBoxFilter)
+* ``filter2d``     attrs ``kernel`` (tuple of rows), ``anchor``, ``border``, ``delta``, ``dtype``
+* ``morphology``   attrs ``kernel`` (tuple of rows of 0/1), ``anchor``, ``op`` ("erode"/"dilate"),
+                   ``iterations``, ``border``, ``value``
+* ``bilateral``    attrs ``d``, ``sigma_color``, ``sigma_space``, ``border``
+* ``threshold_auto`` attrs ``maxval``, ``type`` (THRESH_* with OTSU or TRIANGLE): threshold picked from the
+                   histogram
+* ``adaptive_threshold`` attrs ``maxval``, ``method``, ``type``, ``block``, ``C``
+* ``pyr_up``       attrs ``size`` (out_h, out_w), ``border``
+
+Results are computed in float32 (float64 for wide kernels) and rounded half to even with saturation,
+as OpenCV's saturate_cast does; uint8 results may differ from OpenCV's bit-exact fixed-point paths by 1.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .image_geometry import CV_BORDER_CONSTANT, border_index
+from .registry import OpDef, register
+
+KERNEL_THRESHOLD = 1 << 16
+
+
+def cast_round(v: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """Round half to even and saturate to ``dtype`` (OpenCV's saturate_cast)."""
+    dtype = np.dtype(dtype)
+    if dtype.kind in "iu":
+        info = np.iinfo(dtype)
+        return np.clip(np.rint(v), info.min, info.max).astype(dtype)
+    return v.astype(dtype)
+
+
+def pad_image(x: np.ndarray, top: int, bottom: int, left: int, right: int, border: int,
+              value: float = 0.0) -> np.ndarray:
+    """``x`` padded with OpenCV's border rule (gathers through border_index: no per-pixel Python)."""
+    h, w = x.shape[:2]
+    yi = border_index(np.arange(-top, h + bottom), h, border)
+    xi = border_index(np.arange(-left, w + right), w, border)
+    out = x[np.maximum(yi, 0)][:, np.maximum(xi, 0)]
+    if border == CV_BORDER_CONSTANT:
+        out = out.copy()
+        out[yi < 0] = value
+        out[:, xi < 0] = value
+    return out
+
+
+def sep_filter_ref(x: np.ndarray, kx, ky, anchor, border: int, delta: float, dtype, square: bool = False):
+    """Separable correlation (OpenCV's sepFilter2D) of an HWC image."""
+    kx = np.asarray(kx, np.float64)
+    ky = np.asarray(ky, np.float64)
+    ax, ay = anchor
+    acc = np.float64 if (len(kx) > 7 or len(ky) > 7 or square) else np.float32
+    src = x.astype(acc)
+    if square:
+        src = src * src
+    p = pad_image(src, ay, len(ky) - 1 - ay, ax, len(kx) - 1 - ax, border)
+    h, w = x.shape[:2]
+    tmp = sum(p[:, j:j + w] * acc(kx[j]) for j in range(len(kx)))
+    out = sum(tmp[i:i + h] * acc(ky[i]) for i in range(len(ky)))
+    if delta:
+        out = out + acc(delta)
+    return cast_round(out, dtype)
+
+
+def _sep_infer(inputs, attrs):
+    return inputs[0].shape, np.dtype(attrs["dtype"])
+
+
+def _sep_op(xs, attrs):
+    x = xs[0]
+    if (x.dtype == np.uint8 and np.dtype(attrs["dtype"]) in (np.uint8, np.float32) and not attrs.get("square")
+            and x.size >= KERNEL_THRESHOLD and len(attrs["kx"]) <= 31 and len(attrs["ky"]) <= 31):
+        from ..backends.cpu import cv_kernels
+        return cv_kernels.sep_filter_u8(x, attrs["kx"], attrs["ky"], attrs["anchor"], attrs["border"],
+                                        attrs["delta"], np.dtype(attrs["dtype"]))
+    return sep_filter_ref(x, attrs["kx"], attrs["ky"], attrs["anchor"], attrs["border"], attrs["delta"],
+                          attrs["dtype"], attrs.get("square", False))
+
+
+register(OpDef("sep_filter", "opaque", _sep_infer, _sep_op, mnn_type="Convolution",
+               doc="separable 2-D correlation", extra={"kernel": "cv_kernels.sep_filter_u8"}))
+
+
+def filter2d_ref(x: np.ndarray, kernel, anchor, border: int, delta: float, dtype) -> np.ndarray:
+    """Non-separable correlation (OpenCV's filter2D) of an HWC image."""
+    k = np.asarray(kernel, np.float64)
+    kh, kw = k.shape
+    ax, ay = anchor
+    p = pad_image(x.astype(np.float64), ay, kh - 1 - ay, ax, kw - 1 - ax, border)
+    h, w = x.shape[:2]
+    out = np.zeros(x.shape, np.float64)
+    for i in range(kh):
+        for j in range(kw):
+            if k[i, j] != 0:
+                out += p[i:i + h, j:j + w] * k[i, j]
+    return cast_round(out + delta, dtype)
+
+
+register(OpDef("filter2d", "opaque", _sep_infer,
+               lambda xs, at: filter2d_ref(xs[0], at["kernel"], at["anchor"], at["border"], at["delta"], at["dtype"]),
+               mnn_type="Convolution", doc="2-D correlation"))
+
+
+def morphology_ref(x: np.ndarray, kernel, anchor, op: str, iterations: int, border: int, value) -> np.ndarray:
+    """erode / dilate with a 0/1 structuring element (BORDER_CONSTANT pads with the neutral value)."""
+    k = np.asarray(kernel) != 0
+    kh, kw = k.shape
+    ax, ay = anchor
+    h, w = x.shape[:2]
+    fn = np.minimum if op == "erode" else np.maximum
+    if x.dtype.kind == "f":
+        neutral = np.inf if op == "erode" else -np.inf
+    else:
+        info = np.iinfo(x.dtype)
+        neutral = info.max if op == "erode" else info.min
+    fill = neutral if value is None else value
+    out = x
+    for _ in range(max(int(iterations), 1)):
+        p = pad_image(out, ay, kh - 1 - ay, ax, kw - 1 - ax, border, fill)
+        acc = None
+        for i in range(kh):
+            for j in range(kw):
+                if k[i, j]:
+                    s = p[i:i + h, j:j + w]
+                    acc = s if acc is None else fn(acc, s)
+        out = x if acc is None else acc
+    return np.ascontiguousarray(out)
+
+
+register(OpDef("morphology", "opaque", lambda i, a: (i[0].shape, i[0].dtype),
+               lambda xs, at: morphology_ref(xs[0], at["kernel"], at["anchor"], at["op"], at["iterations"],
+                                             at["border"], at["value"]),
+               mnn_type="Pool", doc="erode / dilate"))
+
+
+def bilateral_ref(x: np.ndarray, d: int, sigma_color: float, sigma_space: float, border: int) -> np.ndarray:
+    """OpenCV's bilateralFilter: circular window, Gaussian space weights, Gaussian weights of the L1 colour
+    distance (summed over channels)."""
+    sc = sigma_color if sigma_color > 0 else 1.0
+    ss = sigma_space if sigma_space > 0 else 1.0
+    radius = d // 2 if d > 0 else int(round(ss * 1.5))
+    radius = max(radius, 1)
+    gc = -0.5 / (sc * sc)
+    gs = -0.5 / (ss * ss)
+    h, w = x.shape[:2]
+    xf = x.astype(np.float32)
+    p = pad_image(xf, radius, radius, radius, radius, border)
+    num = np.zeros_like(xf)
+    den = np.zeros(xf.shape[:2] + (1,), np.float32)
+    for i in range(-radius, radius + 1):
+        for j in range(-radius, radius + 1):
+            r2 = i * i + j * j
+            if r2 > radius * radius:
+                continue
+            s = p[radius + i:radius + i + h, radius + j:radius + j + w]
+            diff = np.abs(s - xf).sum(-1, keepdims=True)
+            if x.dtype == np.uint8:
+                diff = np.rint(diff)
+            wgt = np.exp(np.float32(r2 * gs) + diff * diff * np.float32(gc)).astype(np.float32)
+            num += s * wgt
+            den += wgt
+    return cast_round(num / den, x.dtype)
+
+
+register(OpDef("bilateral", "opaque", lambda i, a: (i[0].shape, i[0].dtype),
+               lambda xs, at: bilateral_ref(xs[0], at["d"], at["sigma_color"], at["sigma_space"], at["border"]),
+               mnn_type="Convolution", doc="bilateral filter"))
+
+
+# ----------------------------------------------------------------------------- thresholds
+def otsu_threshold(x: np.ndarray) -> float:
+    """Otsu's threshold of uint8 data (maximises the between-class variance)."""
+    hist = np.bincount(x.ravel(), minlength=256).astype(np.float64)
+    n = hist.sum()
+    if n == 0:
+        return 0.0
+    p = hist / n
+    omega = np.cumsum(p)
+    mu = np.cumsum(p * np.arange(256))
+    mu_t = mu[-1]
+    with np.errstate(all="ignore"):
+        sigma = (mu_t * omega - mu) ** 2 / (omega * (1 - omega))
+    sigma[~np.isfinite(sigma)] = 0
+    sigma[(omega < np.finfo(np.float32).eps) | (omega > 1 - np.finfo(np.float32).eps)] = 0
+    return float(np.argmax(sigma))
+
+
+def triangle_threshold(x: np.ndarray) -> float:
+    """The triangle method's threshold of uint8 data."""
+    hist = np.bincount(x.ravel(), minlength=256).astype(np.int64)
+    nz = np.nonzero(hist)[0]
+    if nz.size == 0:
+        return 0.0
+    left, right = max(int(nz[0]) - 1, 0), min(int(nz[-1]) + 1, 255)
+    mx = int(np.argmax(hist))
+    flip = False
+    if mx - left < right - mx:
+        hist = hist[::-1]
+        left, right = 255 - right, 255 - left
+        mx = 255 - mx
+        flip = True
+    if left == mx:
+        thresh = left
+    else:
+        a = hist[mx]
+        b = left - mx
+        idx = np.arange(left + 1, mx + 1)
+        dist = a * idx + b * hist[idx]
+        thresh = int(idx[np.argmax(dist)]) if idx.size else left
+        thresh -= 1
+    if flip:
+        thresh = 255 - thresh
+    return float(thresh)
+
+
+def apply_threshold(x: np.ndarray, thresh: float, maxval: float, kind: int) -> np.ndarray:
+    """THRESH_BINARY(_INV) / TRUNC / TOZERO(_INV) with OpenCV's integer threshold for uint8 data."""
+    if x.dtype == np.uint8:
+        t = np.floor(thresh)
+        mv = np.clip(np.rint(maxval), 0, 255)
+    else:
+        t, mv = thresh, maxval
+    above = x > t
+    dt = x.dtype
+    if kind == 0:
+        return np.where(above, mv, 0).astype(dt)
+    if kind == 1:
+        return np.where(above, 0, mv).astype(dt)
+    if kind == 2:
+        return np.where(above, np.asarray(t).astype(dt) if x.dtype == np.uint8 else t, x).astype(dt)
+    if kind == 3:
+        return np.where(above, x, 0).astype(dt)
+    if kind == 4:
+        return np.where(above, 0, x).astype(dt)
+    raise ValueError(f"threshold: unknown type {kind}")
+
+
+def _auto_threshold(xs, attrs):
+    x = xs[0]
+    t = otsu_threshold(x) if attrs["type"] & 8 else triangle_threshold(x)
+    return apply_threshold(x, t, attrs["maxval"], attrs["type"] & 7)
+
+
+register(OpDef("threshold_auto", "opaque", lambda i, a: (i[0].shape, i[0].dtype), _auto_threshold,
+               mnn_type="ImageProcess", doc="Otsu / triangle threshold"))
+
+
+def _adaptive(xs, attrs):
+    x = xs[0]
+    block = attrs["block"]
+    r = block // 2
+    if attrs["method"] == 0:
+        k = [1.0 / block] * block
+    else:
+        from ..cv._filter import gaussian_kernel
+        k = list(gaussian_kernel(block, 0.0))
+    mean = sep_filter_ref(x, k, k, (r, r), 1, 0.0, np.uint8)
+    maxval = np.clip(np.rint(attrs["maxval"]), 0, 255)
+    C = attrs["C"]
+    if attrs["type"] == 0:
+        idelta = np.ceil(C)
+        mask = x.astype(np.int32) - mean.astype(np.int32) > -idelta
+    else:
+        idelta = np.floor(C)
+        mask = x.astype(np.int32) - mean.astype(np.int32) <= -idelta
+    return np.where(mask, maxval, 0).astype(np.uint8)
+
+
+register(OpDef("adaptive_threshold", "opaque", lambda i, a: (i[0].shape, i[0].dtype), _adaptive,
+               mnn_type="ImageProcess", doc="adaptiveThreshold"))
+
+
+def _pyr_up_infer(inputs, attrs):
+    oh, ow = attrs["size"]
+    return (oh, ow) + tuple(inputs[0].shape[2:]), inputs[0].dtype
+
+
+def _pyr_up_axis(x: np.ndarray, axis: int) -> np.ndarray:
+    """Double ``axis``: even outputs p[i-1] + 6 p[i] + p[i+1], odd outputs 4 (p[i] + p[i+1]), with
+    p[-1] = p[1] and p[n] = p[n-1] (OpenCV's pyrUp borders); weights sum to 8."""
+    n = x.shape[axis]
+    idx = np.arange(n)
+    prev = np.take(x, np.where(idx - 1 < 0, min(1, n - 1), idx - 1), axis=axis)
+    nxt = np.take(x, np.minimum(idx + 1, n - 1), axis=axis)
+    even = prev + 6 * x + nxt
+    odd = 4 * (x + nxt)
+    out = np.stack([even, odd], axis=axis + 1)
+    shape = list(x.shape)
+    shape[axis] = 2 * n
+    return out.reshape(shape)
+
+
+def _pyr_up(xs, attrs):
+    x = xs[0]
+    oh, ow = attrs["size"]
+    acc = np.int64 if x.dtype.kind in "iu" else np.float64
+    t = _pyr_up_axis(_pyr_up_axis(x.astype(acc), 0), 1)
+    t = t[:oh, :ow]
+    if x.dtype.kind in "iu":
+        return cast_round((t + 32) >> 6, x.dtype)
+    return (t / 64.0).astype(x.dtype)
+
+
+register(OpDef("pyr_up", "opaque", _pyr_up_infer, _pyr_up, mnn_type="ImageProcess", doc="pyrUp"))

@@ -1,0 +1,395 @@
+"""Geometric image ops: ``resize_image``, ``warp_affine``, ``warp_perspective``, ``remap``.
+
+All work on HWC images ([h, w, c]). ``resize_image`` attrs: ``size`` (out_h, out_w), ``interp``
+(OpenCV INTER_* code), ``scale`` (the source/destination scale factors OpenCV derives: (sy, sx)).
+uint8 INTER_LINEAR follows OpenCV's 11-bit fixed-point coefficients (exactly, including its SIMD
+vertical pass), INTER_NEAREST its floor mapping, INTER_AREA its integer-factor box average.
+
+Warps (attrs ``M``: the inverse map dst->src as a flat tuple, ``size``, ``interp``, ``border``
+(OpenCV border code), ``value``): bilinear warps compute coordinates and weights in float32 as OpenCV 5's warp kernels do.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .registry import OpDef, register
+
+INTER_NEAREST, INTER_LINEAR, INTER_CUBIC, INTER_AREA, INTER_LANCZOS4 = 0, 1, 2, 3, 4
+INTER_LINEAR_EXACT, INTER_NEAREST_EXACT = 5, 6
+# OpenCV's border codes (the cv front end maps MNN's codes to these)
+CV_BORDER_CONSTANT, CV_BORDER_REPLICATE, CV_BORDER_REFLECT, CV_BORDER_WRAP, CV_BORDER_REFLECT_101 = 0, 1, 2, 3, 4
+CV_BORDER_TRANSPARENT = 5
+KERNEL_THRESHOLD = 1 << 15
+
+
+# ----------------------------------------------------------------------------- resize tap tables
+def _cubic_coeffs(x: np.ndarray) -> np.ndarray:
+    A = np.float32(-0.75)
+    x = x.astype(np.float32)
+    c0 = ((A * (x + 1) - 5 * A) * (x + 1) + 8 * A) * (x + 1) - 4 * A
+    c1 = ((A + 2) * x - (A + 3)) * x * x + 1
+    c2 = ((A + 2) * (1 - x) - (A + 3)) * (1 - x) * (1 - x) + 1
+    c3 = 1 - c0 - c1 - c2
+    return np.stack([c0, c1, c2, c3], -1).astype(np.float32)
+
+
+def _lanczos_coeffs(x: np.ndarray) -> np.ndarray:
+    x = x.astype(np.float64)
+    s45, c45 = 0.70710678118654752440084436210485, 0.70710678118654752440084436210485
+    cs = [(1, 0), (-s45, -c45), (0, 1), (s45, -c45), (-1, 0), (s45, c45), (0, -1), (-s45, c45)]
+    out = np.zeros(x.shape + (8,), np.float64)
+    small = x < 1.192092896e-07
+    y0 = -(x + 3) * math.pi * 0.25
+    s0, c0 = np.sin(y0), np.cos(y0)
+    for i in range(8):
+        y = -(x + 3 - i) * math.pi * 0.25
+        out[..., i] = (cs[i][0] * s0 + cs[i][1] * c0) / np.where(small, 1, y * y)
+    out /= out.sum(-1, keepdims=True)
+    out[small] = 0
+    out[small, 3] = 1
+    return out.astype(np.float32)
+
+
+def linear_taps(n_in: int, n_out: int, scale: float, interp: int) -> tuple[np.ndarray, np.ndarray]:
+    """Source indices [n_out, k] and float weights [n_out, k] of OpenCV's linear/cubic/lanczos resize."""
+    d = np.arange(n_out, dtype=np.float64)
+    f = ((d + 0.5) * scale - 0.5).astype(np.float32)
+    s = np.floor(f).astype(np.int64)
+    f = (f - s).astype(np.float32)
+    if interp == INTER_LINEAR:
+        low = s < 0
+        f[low], s[low] = 0, 0
+        high = s >= n_in - 1
+        f[high], s[high] = 0, n_in - 1
+        w = np.stack([1 - f, f], -1).astype(np.float32)
+        idx = np.stack([s, np.minimum(s + 1, n_in - 1)], -1)
+        return idx, w
+    if interp == INTER_CUBIC:
+        w = _cubic_coeffs(f)
+        idx = np.clip(s[:, None] + np.arange(-1, 3)[None, :], 0, n_in - 1)
+        return idx, w
+    w = _lanczos_coeffs(f)
+    idx = np.clip(s[:, None] + np.arange(-3, 5)[None, :], 0, n_in - 1)
+    return idx, w
+
+
+def area_taps(n_in: int, n_out: int, scale: float) -> tuple[np.ndarray, np.ndarray]:
+    """Source indices and weights of OpenCV's INTER_AREA downscale along one axis (box overlap)."""
+    k = int(math.ceil(scale)) + 1
+    idx = np.zeros((n_out, k), np.int64)
+    w = np.zeros((n_out, k), np.float64)
+    for d in range(n_out):  # per output index (a table, not per pixel)
+        fs, fe = d * scale, (d + 1) * scale
+        s0, s1 = int(math.ceil(fs)), int(math.floor(fe))
+        s1 = min(s1, n_in)
+        cellw = min(scale, n_in - fs)
+        j = 0
+        if s0 - fs > 1e-3:
+            idx[d, j], w[d, j] = s0 - 1, (s0 - fs) / cellw
+            j += 1
+        for s in range(s0, s1):
+            idx[d, j], w[d, j] = s, 1.0 / cellw
+            j += 1
+        if fe - s1 > 1e-3 and s1 < n_in:
+            idx[d, j], w[d, j] = s1, min(min(fe - s1, 1.0), cellw) / cellw
+            j += 1
+        idx[d, j:] = idx[d, max(j - 1, 0)]
+    return idx, w.astype(np.float32)
+
+
+def area_up_taps(n_in: int, n_out: int, scale: float) -> tuple[np.ndarray, np.ndarray]:
+    """OpenCV's INTER_AREA when enlarging: linear with box-clipped weights."""
+    inv = 1.0 / scale
+    d = np.arange(n_out, dtype=np.float64)
+    s = np.floor(d * scale).astype(np.int64)
+    f = ((d + 1) - (s + 1) * inv).astype(np.float32)
+    f = np.where(f <= 0, 0, f - np.floor(f)).astype(np.float32)
+    low = s < 0
+    s = np.where(low, 0, s)
+    f = np.where(low, 0, f)
+    high = s >= n_in - 1
+    s = np.where(high, n_in - 1, s)
+    f = np.where(high, 0, f).astype(np.float32)
+    return np.stack([s, np.minimum(s + 1, n_in - 1)], -1), np.stack([1 - f, f], -1).astype(np.float32)
+
+
+def _apply_taps(x: np.ndarray, idx: np.ndarray, w: np.ndarray, axis: int) -> np.ndarray:
+    """sum_k w[:, k] * x.take(idx[:, k], axis) in float32."""
+    shape = [1] * x.ndim
+    shape[axis] = idx.shape[0]
+    out = None
+    for k in range(idx.shape[1]):
+        term = np.take(x, idx[:, k], axis=axis).astype(np.float32) * w[:, k].reshape(shape)
+        out = term if out is None else out + term
+    return out
+
+
+def _linear_u8(x: np.ndarray, oh: int, ow: int, sy: float, sx: float, taps=None) -> np.ndarray:
+    """OpenCV's fixed-point bilinear resize of uint8 data (11-bit coefficients, SIMD rounding)."""
+    h, w = x.shape[:2]
+    if taps is None:
+        yi, yw = linear_taps(h, oh, sy, INTER_LINEAR)
+        xi, xw = linear_taps(w, ow, sx, INTER_LINEAR)
+    else:
+        (yi, yw), (xi, xw) = taps
+    ax = np.rint(xw[:, 0] * 2048).astype(np.int32)
+    ax = np.stack([ax, 2048 - ax], -1)
+    by = np.rint(yw[:, 0] * 2048).astype(np.int32)
+    by = np.stack([by, 2048 - by], -1)
+    rows = np.unique(yi)
+    sub = x[rows].astype(np.int32)
+    hx = sub[:, xi[:, 0]] * ax[None, :, 0, None] + sub[:, xi[:, 1]] * ax[None, :, 1, None]
+    pos = np.searchsorted(rows, yi)
+    s0 = hx[pos[:, 0]] >> 4
+    s1 = hx[pos[:, 1]] >> 4
+    out = (((s0 * by[:, 0, None, None]) >> 16) + ((s1 * by[:, 1, None, None]) >> 16) + 2) >> 2
+    return np.clip(out, 0, 255).astype(np.uint8)
+
+
+def _cast_out(v: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    if dtype == np.uint8:
+        return np.clip(np.rint(v), 0, 255).astype(np.uint8)
+    if dtype.kind in "iu":
+        info = np.iinfo(dtype)
+        return np.clip(np.rint(v), info.min, info.max).astype(dtype)
+    return v.astype(dtype)
+
+
+def resize_ref(x: np.ndarray, oh: int, ow: int, interp: int, sy: float, sx: float) -> np.ndarray:
+    """cv2.resize of an HWC image to (oh, ow) with source/destination scales (sy, sx) (numpy reference)."""
+    h, w = x.shape[:2]
+    if interp in (INTER_NEAREST, INTER_NEAREST_EXACT):
+        if interp == INTER_NEAREST:
+            yi = np.minimum(np.floor(np.arange(oh) * sy).astype(np.int64), h - 1)
+            xi = np.minimum(np.floor(np.arange(ow) * sx).astype(np.int64), w - 1)
+        else:
+            yi = np.minimum(np.floor((np.arange(oh) + 0.5) * sy).astype(np.int64), h - 1)
+            xi = np.minimum(np.floor((np.arange(ow) + 0.5) * sx).astype(np.int64), w - 1)
+        return x[yi][:, xi]
+    if interp == INTER_AREA:
+        isx, isy = round(sx), round(sy)
+        if sx >= 1 and sy >= 1 and abs(sx - isx) < 1e-9 and abs(sy - isy) < 1e-9 and x.dtype == np.uint8:
+            c = x.shape[2]
+            blk = x[: oh * isy, : ow * isx].reshape(oh, isy, ow, isx, c).astype(np.int32).sum((1, 3))
+            if isx * isy == 4:  # OpenCV's 2x2 fast path: (sum + 2) >> 2
+                return ((blk + 2) >> 2).astype(np.uint8)
+            return _cast_out(blk.astype(np.float32) * np.float32(1.0 / (isx * isy)), x.dtype)
+        if sx >= 1 and sy >= 1:
+            yi, yw = area_taps(h, oh, sy)
+            xi, xw = area_taps(w, ow, sx)
+            return _cast_out(_apply_taps(_apply_taps(x, yi, yw, 0), xi, xw, 1), x.dtype)
+        # enlarging along any axis: OpenCV runs its linear resize with "area" coefficients on both axes
+        taps = (area_up_taps(h, oh, sy), area_up_taps(w, ow, sx))
+        if x.dtype == np.uint8:
+            return _linear_u8(x, oh, ow, sy, sx, taps)
+        (yi, yw), (xi, xw) = taps
+        return _cast_out(_apply_taps(_apply_taps(x, yi, yw, 0), xi, xw, 1), x.dtype)
+    if interp in (INTER_LINEAR, INTER_LINEAR_EXACT) and x.dtype == np.uint8:
+        return _linear_u8(x, oh, ow, sy, sx)
+    if interp not in (INTER_LINEAR, INTER_LINEAR_EXACT, INTER_CUBIC, INTER_LANCZOS4):
+        raise ValueError(f"resize: unknown interpolation {interp}")
+    kind = INTER_LINEAR if interp == INTER_LINEAR_EXACT else interp
+    yi, yw = linear_taps(h, oh, sy, kind)
+    xi, xw = linear_taps(w, ow, sx, kind)
+    if x.dtype == np.uint8:  # cubic / lanczos: 11-bit integer weights, 22-bit descale
+        ax = np.rint(xw * 2048).astype(np.int64)
+        by = np.rint(yw * 2048).astype(np.int64)
+        hx = sum(x[:, xi[:, k]].astype(np.int64) * ax[None, :, k, None] for k in range(xi.shape[1]))
+        v = sum(hx[yi[:, k]] * by[:, k, None, None] for k in range(yi.shape[1]))
+        return np.clip((v + (1 << 21)) >> 22, 0, 255).astype(np.uint8)
+    return _cast_out(_apply_taps(_apply_taps(x, yi, yw, 0), xi, xw, 1), x.dtype)
+
+
+def _resize_infer(inputs, attrs):
+    x = inputs[0]
+    oh, ow = attrs["size"]
+    return (oh, ow) + tuple(x.shape[2:]), x.dtype
+
+
+def _resize_op(xs, attrs):
+    x = xs[0]
+    oh, ow = attrs["size"]
+    sy, sx = attrs["scale"]
+    interp = attrs["interp"]
+    if (interp in (INTER_LINEAR, INTER_LINEAR_EXACT) and x.dtype in (np.uint8, np.float32)
+            and x.size + oh * ow * x.shape[2] >= KERNEL_THRESHOLD):
+        from ..backends.cpu import cv_kernels
+        return cv_kernels.resize_linear(x, oh, ow, sy, sx)
+    return resize_ref(x, oh, ow, interp, sy, sx)
+
+
+register(OpDef("resize_image", "opaque", _resize_infer, _resize_op, mnn_type="ImageProcess",
+               doc="cv2.resize of an HWC image", extra={"kernel": "cv_kernels.resize_linear"}))
+
+
+# ----------------------------------------------------------------------------- border handling
+def border_index(i: np.ndarray, n: int, border: int) -> np.ndarray:
+    """OpenCV's borderInterpolate for an index array (-1 where BORDER_CONSTANT falls outside)."""
+    i = np.asarray(i, dtype=np.int64)
+    if border == CV_BORDER_CONSTANT or border == CV_BORDER_TRANSPARENT:
+        return np.where((i >= 0) & (i < n), i, -1)
+    if border == CV_BORDER_REPLICATE:
+        return np.clip(i, 0, n - 1)
+    if border == CV_BORDER_WRAP:
+        return np.mod(i, n)
+    if n == 1:
+        return np.zeros_like(i)
+    if border == CV_BORDER_REFLECT:
+        period = 2 * n
+        m = np.mod(i, period)
+        return np.where(m < n, m, period - 1 - m)
+    if border == CV_BORDER_REFLECT_101:
+        period = 2 * n - 2
+        m = np.mod(i, period)
+        return np.where(m < n, m, period - m)
+    raise ValueError(f"unknown border type {border}")
+
+
+def _sample(x: np.ndarray, yi: np.ndarray, xi: np.ndarray, border: int, value: tuple) -> np.ndarray:
+    """x[yi, xi] with OpenCV border handling; [.., c] float32 result."""
+    h, w, c = x.shape
+    by = border_index(yi, h, border)
+    bx = border_index(xi, w, border)
+    out = x[np.maximum(by, 0), np.maximum(bx, 0)].astype(np.float32)
+    if border in (CV_BORDER_CONSTANT, CV_BORDER_TRANSPARENT):
+        outside = (by < 0) | (bx < 0)
+        val = np.array((list(value) + [0.0] * 4)[:c], np.float32)
+        out = np.where(outside[..., None], val, out)
+    return out
+
+
+def remap_ref(x: np.ndarray, mx: np.ndarray, my: np.ndarray, interp: int, border: int,
+              value: tuple) -> np.ndarray:
+    """Sample ``x`` at float coordinates (mx, my) as cv2.remap does: nearest rounds, bilinear lerps in
+    float32 (OpenCV 5's warp kernels), cubic/Lanczos use 1/32-pixel tables with 15-bit uint8 weights."""
+    if interp == INTER_NEAREST:
+        xi = np.rint(mx).astype(np.int64)
+        yi = np.rint(my).astype(np.int64)
+        out = _sample(x, yi, xi, border, value)
+        return _cast_out(out, x.dtype)
+    if interp == INTER_LINEAR:
+        return _cast_out(bilinear_float(x, mx, my, border, value), x.dtype)
+    if interp in (INTER_CUBIC, INTER_LANCZOS4):
+        ks = 4 if interp == INTER_CUBIC else 8
+        off = 1 if interp == INTER_CUBIC else 3
+    else:
+        ks, off = 2, 0
+    ix = np.rint(mx.astype(np.float64) * 32).astype(np.int64)
+    iy = np.rint(my.astype(np.float64) * 32).astype(np.int64)
+    x0, y0 = ix >> 5, iy >> 5
+    fx = (ix & 31).astype(np.float32) / 32
+    fy = (iy & 31).astype(np.float32) / 32
+    if ks == 2:
+        wx = np.stack([1 - fx, fx], -1)
+        wy = np.stack([1 - fy, fy], -1)
+    elif ks == 4:
+        wx, wy = _cubic_coeffs(fx), _cubic_coeffs(fy)
+    else:
+        wx, wy = _lanczos_coeffs(fx), _lanczos_coeffs(fy)
+    if x.dtype == np.uint8:
+        # 15-bit weights (INTER_REMAP_COEF_BITS), rounded as OpenCV's table
+        wts = np.rint(wy[..., :, None] * wx[..., None, :] * 32768).astype(np.int64)
+        acc = np.zeros(mx.shape + (x.shape[2],), np.int64)
+        for a in range(ks):
+            for b in range(ks):
+                s = _sample(x, y0 - off + a, x0 - off + b, border, value).astype(np.int64)
+                acc += s * wts[..., a, b, None]
+        return np.clip((acc + (1 << 14)) >> 15, 0, 255).astype(np.uint8)
+    acc = np.zeros(mx.shape + (x.shape[2],), np.float32)
+    for a in range(ks):
+        for b in range(ks):
+            s = _sample(x, y0 - off + a, x0 - off + b, border, value)
+            acc += s * (wy[..., a] * wx[..., b])[..., None]
+    return _cast_out(acc, x.dtype)
+
+
+def bilinear_float(x: np.ndarray, mx: np.ndarray, my: np.ndarray, border: int, value: tuple) -> np.ndarray:
+    """Bilinear sampling in float32 as OpenCV 5's warp kernels: lerp along x, then along y."""
+    mx = mx.astype(np.float32)
+    my = my.astype(np.float32)
+    x0 = np.floor(mx)
+    y0 = np.floor(my)
+    ax = (mx - x0)[..., None]
+    ay = (my - y0)[..., None]
+    x0 = x0.astype(np.int64)
+    y0 = y0.astype(np.int64)
+    p00 = _sample(x, y0, x0, border, value)
+    p01 = _sample(x, y0, x0 + 1, border, value)
+    p10 = _sample(x, y0 + 1, x0, border, value)
+    p11 = _sample(x, y0 + 1, x0 + 1, border, value)
+    v0 = p00 + ax * (p01 - p00)
+    v1 = p10 + ax * (p11 - p10)
+    return v0 + ay * (v1 - v0)
+
+
+def affine_maps(M: tuple, oh: int, ow: int) -> tuple[np.ndarray, np.ndarray]:
+    """Source coordinates of every destination pixel under the inverse affine map M (2x3, flat)."""
+    m = np.asarray(M, np.float64).reshape(2, 3)
+    xs = np.arange(ow, dtype=np.float32)[None, :]
+    ys = np.arange(oh, dtype=np.float64)[:, None]
+    mx = np.float32(m[0, 0]) * xs + (ys * m[0, 1] + m[0, 2]).astype(np.float32)
+    my = np.float32(m[1, 0]) * xs + (ys * m[1, 1] + m[1, 2]).astype(np.float32)
+    return mx, my
+
+
+def perspective_maps(M: tuple, oh: int, ow: int) -> tuple[np.ndarray, np.ndarray]:
+    """Source coordinates under the inverse homography M (3x3, flat)."""
+    m = np.asarray(M, np.float64).reshape(3, 3)
+    ys, xs = np.mgrid[0:oh, 0:ow].astype(np.float64)
+    wv = m[2, 0] * xs + m[2, 1] * ys + m[2, 2]
+    wv = np.where(wv != 0, 1.0 / np.where(wv != 0, wv, 1), 0)
+    mx = (m[0, 0] * xs + m[0, 1] * ys + m[0, 2]) * wv
+    my = (m[1, 0] * xs + m[1, 1] * ys + m[1, 2]) * wv
+    return mx, my
+
+
+def _clamp_maps(mx, my):
+    big = float(np.iinfo(np.int32).max // 64)
+    return np.clip(mx, -big, big).astype(mx.dtype), np.clip(my, -big, big).astype(my.dtype)
+
+
+def _warp_infer(inputs, attrs):
+    x = inputs[0]
+    oh, ow = attrs["size"]
+    return (oh, ow) + tuple(x.shape[2:]), x.dtype
+
+
+def _warp_affine_op(xs, attrs):
+    x = xs[0]
+    oh, ow = attrs["size"]
+    interp, border, value = attrs["interp"], attrs["border"], attrs["value"]
+    if interp == INTER_LINEAR and x.dtype == np.uint8 and oh * ow * x.shape[2] >= KERNEL_THRESHOLD \
+            and border in (CV_BORDER_CONSTANT, CV_BORDER_REPLICATE):
+        from ..backends.cpu import cv_kernels
+        return cv_kernels.warp_affine_linear_u8(x, attrs["M"], oh, ow, border, value)
+    mx, my = _clamp_maps(*affine_maps(attrs["M"], oh, ow))
+    return remap_ref(x, mx, my, interp, border, value)
+
+
+def _warp_perspective_op(xs, attrs):
+    x = xs[0]
+    oh, ow = attrs["size"]
+    mx, my = _clamp_maps(*perspective_maps(attrs["M"], oh, ow))
+    return remap_ref(x, mx, my, attrs["interp"], attrs["border"], attrs["value"])
+
+
+register(OpDef("warp_affine", "opaque", _warp_infer, _warp_affine_op, mnn_type="ImageProcess",
+               doc="cv2.warpAffine with an inverse map", extra={"kernel": "cv_kernels.warp_affine_linear_u8"}))
+register(OpDef("warp_perspective", "opaque", _warp_infer, _warp_perspective_op, mnn_type="ImageProcess",
+               doc="cv2.warpPerspective with an inverse map"))
+
+
+def _remap_infer(inputs, attrs):
+    x, mx = inputs[0], inputs[1]
+    return tuple(mx.shape[:2]) + tuple(x.shape[2:]), x.dtype
+
+
+def _remap_op(xs, attrs):
+    x, mx, my = xs
+    mx, my = _clamp_maps(mx.astype(np.float64), my.astype(np.float64))
+    return remap_ref(x, mx, my, attrs["interp"], attrs["border"], attrs["value"])
+
+
+register(OpDef("remap", "opaque", _remap_infer, _remap_op, mnn_type="GridSample", doc="cv2.remap"))

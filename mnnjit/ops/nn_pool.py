@@ -1,0 +1,178 @@
+"""Pooling: ``pool2d`` (max / average, NCHW) with explicit pads and output size.
+
+Attributes (see ``docs/NN_OPS.md``): ``kind`` ("max" | "avg"), ``kernel``, ``stride`` (h, w),
+``pads`` (top, bottom, left, right), ``out`` (oh, ow) - resolved when the node is built by
+:func:`pool_out_size` from a ceil/floor rule - and ``count_include_pad``.
+
+Semantics of a window starting at ``i*stride - top``:
+* max ignores padding. A window lying entirely in the padding (possible with MNN's ceil rule)
+  takes the nearest edge cell, as MNN does; implemented as edge-replicating padding, which gives
+  the same result as ignoring the padding for windows that touch the input.
+* avg sums the real cells and divides by the window clipped to ``[-top, H + bottom)`` when
+  ``count_include_pad``, else by the number of real cells; a window without real cells gives 0.
+"""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+
+from .._dtypes import F32
+from .registry import OpDef, register
+
+
+#: Window cells above which float32 pooling runs the Numba kernel (docs/notes/expr.md).
+NUMBA_WORK = 1 << 23
+
+
+def pool_out_size(n: int, pb: int, pe: int, k: int, s: int, ceil_mode: bool | str = False) -> int:
+    """Output extent along one axis: ``ceil_mode`` False (floor), True (ONNX/PyTorch: the last window
+    must start inside the input or the begin padding) or ``"mnn"`` (plain ceil, as MNN's ShapePool)."""
+    span = n + pb + pe - k
+    if ceil_mode:
+        o = -(-span // s) + 1
+        if ceil_mode is True and (o - 1) * s >= n + pb:
+            o -= 1
+        return o
+    return span // s + 1
+
+
+def resolve_mnn_pool(in_hw: Sequence[int], kernel: Sequence[int], stride: Sequence[int], pad_type: str,
+                     pad_hw: Sequence[int] = (0, 0), pads: Sequence[int] | None = None, ceil_mode: bool = True,
+                     global_pool: bool = False) -> dict:
+    """Attributes of ``pool2d`` (minus ``kind``) for MNN's ``Pool`` fields.
+
+    ``pad_type``: "CAFFE" | "VALID" | "SAME"; ``pad_hw``: (padY, padX); ``pads``: (top, bottom, left, right)
+    when the model gives explicit pads. Returns kernel, stride, pads, out and count_include_pad
+    (TF modes exclude padding from averages, CAFFE includes it).
+    """
+    h, w = in_hw
+    if global_pool:
+        return {"kernel": (h, w), "stride": (1, 1), "pads": (0, 0, 0, 0), "out": (1, 1), "count_include_pad": False}
+    kernel = tuple(int(k) for k in kernel)
+    stride = tuple(int(s) for s in stride)
+    mode = pad_type.upper()
+    if mode == "SAME":
+        outs, p = [], []
+        for n, k, s in zip(in_hw, kernel, stride):
+            o = -(-n // s)
+            need = max(0, (o - 1) * s + k - n)
+            outs.append(o)
+            p += [need // 2, need - need // 2]
+        return {"kernel": kernel, "stride": stride, "pads": tuple(p), "out": tuple(outs), "count_include_pad": False}
+    if mode == "VALID":
+        outs = tuple(-(-(n - k + 1) // s) for n, k, s in zip(in_hw, kernel, stride))
+        return {"kernel": kernel, "stride": stride, "pads": (0, 0, 0, 0), "out": outs, "count_include_pad": False}
+    if pads is None:
+        pads = (pad_hw[0], pad_hw[0], pad_hw[1], pad_hw[1])
+    pads = tuple(int(p) for p in pads)
+    rule: bool | str = "mnn" if ceil_mode else False
+    outs = (pool_out_size(h, pads[0], pads[1], kernel[0], stride[0], rule),
+            pool_out_size(w, pads[2], pads[3], kernel[1], stride[1], rule))
+    return {"kernel": kernel, "stride": stride, "pads": pads, "out": outs, "count_include_pad": True}
+
+
+def _pool_infer(inputs, attrs):
+    x = inputs[0]
+    if len(x.shape) != 4:
+        raise ValueError(f"pool2d: input must be 4-D NCHW, got shape {list(x.shape)}")
+    oh, ow = attrs["out"]
+    if oh <= 0 or ow <= 0:
+        raise ValueError(f"pool2d: kernel {attrs['kernel']} is larger than the padded input {x.shape[2:]}")
+    return (x.shape[0], x.shape[1], oh, ow), x.dtype if attrs["kind"] == "max" else F32
+
+
+def _axis_counts(n: int, o: int, k: int, s: int, pb: int, pe: int, include_pad: bool) -> np.ndarray:
+    start = np.arange(o) * s - pb
+    end = start + k
+    if include_pad:
+        cnt = np.minimum(end, n + pe) - start
+    else:
+        cnt = np.minimum(end, n) - np.maximum(start, 0)
+    return np.maximum(cnt, 0).astype(np.float32)
+
+
+def pool2d_ref(xs: list, attrs: dict) -> np.ndarray:
+    """pool2d on a numpy array: one strided pass per kernel tap."""
+    x = xs[0]
+    n, c, h, w = x.shape
+    kh, kw = attrs["kernel"]
+    sh, sw = attrs["stride"]
+    t, b, l, r = attrs["pads"]
+    oh, ow = attrs["out"]
+    kind = attrs["kind"]
+    if (kh, kw) == (h, w) and (oh, ow) == (1, 1) and (t, b, l, r) == (0, 0, 0, 0):
+        if kind == "max":
+            return x.max(axis=(2, 3), keepdims=True)
+        return x.mean(axis=(2, 3), keepdims=True, dtype=np.float32)
+    if x.dtype == np.float32 and n * c * oh * ow * kh * kw >= NUMBA_WORK:
+        from ..backends.cpu import nn_kernels
+        return nn_kernels.pool2d(x, kind, (kh, kw), (sh, sw), (t, b, l, r), (oh, ow),
+                                 attrs.get("count_include_pad", True))
+    # pad/crop so that every window [i*s - t, i*s - t + k) is inside the array
+    need_h = (oh - 1) * sh + kh
+    need_w = (ow - 1) * sw + kw
+    from .nn_conv import pad_or_crop
+    pads = (t, need_h - h - t, l, need_w - w - l)
+    if kind == "max":
+        xp = _edge_pad(x, pads)
+        out = None
+        for i in range(kh):
+            for j in range(kw):
+                view = xp[:, :, i: i + (oh - 1) * sh + 1: sh, j: j + (ow - 1) * sw + 1: sw]
+                out = view.copy() if out is None else np.maximum(out, view, out=out)
+        return out
+    xp = pad_or_crop(np.asarray(x, np.float32), pads)
+    out = np.zeros((n, c, oh, ow), np.float32)
+    for i in range(kh):
+        for j in range(kw):
+            out += xp[:, :, i: i + (oh - 1) * sh + 1: sh, j: j + (ow - 1) * sw + 1: sw]
+    inc = attrs.get("count_include_pad", True)
+    ch = _axis_counts(h, oh, kh, sh, t, b, inc)
+    cw = _axis_counts(w, ow, kw, sw, l, r, inc)
+    cnt = ch[:, None] * cw[None, :]
+    out /= np.maximum(cnt, 1.0)
+    return out
+
+
+def _edge_pad(x: np.ndarray, pads: Sequence[int]) -> np.ndarray:
+    """Edge-replicating pad of the last two axes (negative amounts crop; empty inputs stay empty)."""
+    t, b, l, r = pads
+    h, w = x.shape[-2:]
+    x = x[..., max(0, -t): h - max(0, -b), max(0, -l): w - max(0, -r)]
+    t, b, l, r = max(t, 0), max(b, 0), max(l, 0), max(r, 0)
+    if t or b or l or r:
+        return np.pad(x, [(0, 0), (0, 0), (t, b), (l, r)], mode="edge")
+    return x
+
+
+register(OpDef("pool2d", "opaque", _pool_infer, pool2d_ref, mnn_type="Pooling",
+               doc="max/avg pooling with explicit pads and output size (see docs/NN_OPS.md)"))
+
+
+def pool2d(x: Any, kind: str, kernel: Sequence[int], stride: Sequence[int] = (1, 1),
+           pads: Sequence[int] = (0, 0, 0, 0), ceil_mode: bool | str = False, count_include_pad: bool = True,
+           global_pool: bool = False, out: Sequence[int] | None = None):
+    """Build a ``pool2d`` node (tuples (h, w); pads (top, bottom, left, right)); returns a Var."""
+    from . import build as B
+    node = B.as_node(x)
+    if kind not in ("max", "avg"):
+        raise ValueError(f"pool2d: kind must be 'max' or 'avg', got {kind!r}")
+    if len(node.shape) != 4:
+        raise ValueError(f"pool2d: input must be 4-D NCHW, got shape {list(node.shape)}")
+    if kind == "avg" and node.dtype.kind != "f":
+        node = B.cast_node(node, F32)
+    h, w = node.shape[2:]
+    if global_pool:
+        kernel, stride, pads, out = (h, w), (1, 1), (0, 0, 0, 0), (1, 1)
+    kernel = tuple(int(k) for k in kernel)
+    stride = tuple(int(s) for s in stride)
+    pads = tuple(int(p) for p in pads)
+    if min(kernel) < 1 or min(stride) < 1:
+        raise ValueError(f"pool2d: kernel {kernel} and stride {stride} must be positive")
+    if out is None:
+        out = (pool_out_size(h, pads[0], pads[1], kernel[0], stride[0], ceil_mode),
+               pool_out_size(w, pads[2], pads[3], kernel[1], stride[1], ceil_mode))
+    attrs = {"kind": kind, "kernel": kernel, "stride": stride, "pads": pads, "out": tuple(int(o) for o in out),
+             "count_include_pad": bool(count_include_pad)}
+    return B.wrap(B.make_node("pool2d", (node,), attrs, fmt=node.fmt))

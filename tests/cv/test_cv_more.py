@@ -1,0 +1,152 @@
+"""mnnjit.cv filters, thresholds, shapes, drawing and MNN's return conventions, against OpenCV."""
+import numpy as np
+import pytest
+
+import mnnjit.cv as cv
+from mnnjit.cv._common import image_var
+
+cv2 = pytest.importorskip("cv2")
+
+
+def maxdiff(a, b):
+    a, b = np.asarray(a), np.asarray(b)
+    return float(np.abs(a.reshape(b.shape).astype(np.float64) - b.astype(np.float64)).max())
+
+
+@pytest.fixture(scope="module", params=[(37, 53), (260, 300)])
+def img(request):
+    return np.random.default_rng(0).integers(0, 256, request.param + (3,)).astype(np.uint8)
+
+
+def test_smoothing_and_derivatives(img):
+    x = image_var(img)
+    assert maxdiff(cv.GaussianBlur(x, (5, 5), 1.2), cv2.GaussianBlur(img, (5, 5), 1.2)) <= 1
+    assert maxdiff(cv.GaussianBlur(x, (5, 5), 0), cv2.GaussianBlur(img, (5, 5), 0)) <= 1
+    assert maxdiff(cv.GaussianBlur(x, (0, 0), 2.0), cv2.GaussianBlur(img, (0, 0), 2.0)) <= 1
+    assert maxdiff(cv.blur(x, (3, 5)), cv2.blur(img, (3, 5))) <= 1
+    assert maxdiff(cv.boxFilter(x, -1, (3, 3)), cv2.boxFilter(img, -1, (3, 3))) <= 1
+    assert maxdiff(cv.sqrBoxFilter(x, -1, (3, 3)), cv2.sqrBoxFilter(img, -1, (3, 3))) < 1e-2
+    assert maxdiff(cv.Sobel(x, -1, 1, 0), cv2.Sobel(img, -1, 1, 0)) <= 1
+    assert maxdiff(cv.Sobel(x, cv.CV_32F, 1, 1, 5), cv2.Sobel(img, cv2.CV_32F, 1, 1, ksize=5)) < 1e-2
+    assert maxdiff(cv.Scharr(x, cv.CV_32F, 0, 1), cv2.Scharr(img, cv2.CV_32F, 0, 1)) < 1e-2
+    assert maxdiff(cv.Laplacian(x, cv.CV_32F), cv2.Laplacian(img, cv2.CV_32F)) < 1e-2
+    assert maxdiff(cv.Laplacian(x, -1, 3), cv2.Laplacian(img, -1, ksize=3)) <= 1
+    k = np.random.default_rng(1).normal(size=(3, 4)).astype(np.float32)
+    assert maxdiff(cv.filter2D(x, -1, k), cv2.filter2D(img, -1, k)) <= 1
+    kx, ky = np.array([1., 2, 1]), np.array([1., 0, -1])
+    assert maxdiff(cv.sepFilter2D(x, cv.CV_32F, kx, ky), cv2.sepFilter2D(img, cv2.CV_32F, kx, ky)) < 1e-2
+    assert maxdiff(cv.bilateralFilter(x, 5, 30., 5.), cv2.bilateralFilter(img, 5, 30., 5.)) <= 2
+    assert maxdiff(cv.pyrDown(x), cv2.pyrDown(img)) <= 1
+    assert maxdiff(cv.pyrUp(x), cv2.pyrUp(img)) <= 1
+
+
+def test_morphology(img):
+    x = image_var(img)
+    for shape in (0, 1, 2):
+        se = cv2.getStructuringElement(shape, (5, 3))
+        assert np.array_equal(np.asarray(cv.getStructuringElement(shape, (5, 3))), se)
+        assert np.array_equal(np.asarray(cv.erode(x, se)), cv2.erode(img, se))
+        assert np.array_equal(np.asarray(cv.dilate(x, se, iterations=2)), cv2.dilate(img, se, iterations=2))
+
+
+@pytest.mark.parametrize("kind", [0, 1, 2, 3, 4, 8, 16])
+def test_threshold_returns_only_the_image(img, kind):
+    g = img[..., 0].copy()
+    out = cv.threshold(image_var(g), 100.5, 200, kind)
+    assert not isinstance(out, tuple)
+    assert np.array_equal(np.asarray(out), cv2.threshold(g, 100.5, 200, kind)[1])
+
+
+def test_adaptive_threshold(img):
+    g = img[..., :1].copy()
+    for method, kind, block, c in ((0, 0, 5, 2), (1, 1, 7, 3)):
+        got = cv.adaptiveThreshold(image_var(g), 255, method, kind, block, c)
+        assert got.shape == [g.shape[0], g.shape[1], 1]
+        assert np.array_equal(np.asarray(got)[..., 0], cv2.adaptiveThreshold(g[..., 0], 255, method, kind, block, c))
+
+
+def test_kernels():
+    assert maxdiff(cv.getGaussianKernel(9, 2.), cv2.getGaussianKernel(9, 2.).T) < 1e-6
+    assert cv.getGaussianKernel(5, 1.0).shape == [1, 5]
+    assert maxdiff(cv.getGaborKernel((5, 7), 1., 0.3, 2., 0.5), cv2.getGaborKernel((5, 7), 1., 0.3, 2., 0.5)) < 1e-5
+    kx, ky = cv.getDerivKernels(1, 0, 3)
+    assert kx.shape == [1, 3] and np.allclose(np.asarray(kx).ravel(), [-1, 0, 1])
+
+
+def test_shapes_and_components():
+    img = np.zeros((60, 80), np.uint8)
+    cv2.circle(img, (20, 20), 10, 255, -1)
+    cv2.rectangle(img, (40, 30), (70, 50), 255, -1)
+    cs, hier = cv.findContours(image_var(img[..., None]), cv.RETR_EXTERNAL, cv.CHAIN_APPROX_SIMPLE)
+    ref, _ = cv2.findContours(img, cv2.RETR_EXTERNAL, cv2.CHAIN_APPROX_SIMPLE)
+    assert len(cs) == len(ref)
+    for a, b in zip(cs, ref):
+        assert np.array_equal(np.asarray(a), b)
+        assert cv.contourArea(a) == cv2.contourArea(b)
+        assert cv.boundingRect(a) == list(cv2.boundingRect(b))
+    pts = np.random.default_rng(3).integers(0, 100, (30, 2)).astype(np.int32)
+    assert np.array_equal(np.asarray(cv.convexHull(pts)), cv2.convexHull(pts))
+    (c1, s1, a1), (c2, s2, a2) = cv.minAreaRect(pts.astype(np.float32)), cv2.minAreaRect(pts.astype(np.float32))
+    assert np.allclose(c1, c2, atol=1e-3) and np.allclose(s1, s2, atol=1e-3) and abs(a1 - a2) < 1e-3
+    box = cv2.minAreaRect(pts.astype(np.float32))
+    assert maxdiff(cv.boxPoints(box), cv2.boxPoints(box)) < 1e-3
+    n, lab, st, ce = cv.connectedComponentsWithStats(image_var(img[..., None]))
+    n2, lab2, st2, ce2 = cv2.connectedComponentsWithStats(img)
+    assert n == n2 and lab.shape == [1, 60, 80, 1]
+    assert np.array_equal(np.asarray(lab)[0, ..., 0], lab2) and np.array_equal(np.asarray(st), st2)
+    assert maxdiff(ce, ce2) < 1e-4
+    h = cv.calcHist([image_var(img)], [0], None, [16], [0., 256.])
+    assert h.shape == [16]
+    assert np.array_equal(np.asarray(h), cv2.calcHist([img], [0], None, [16], [0., 256.]).ravel())
+
+
+def test_drawing_in_place():
+    a = np.zeros((80, 100, 3), np.uint8)
+    v = image_var(a.copy())
+    ref = a.copy()
+    assert cv.line(v, (5, 5), (90, 60), (255, 0, 0), 1) is None
+    cv2.line(ref, (5, 5), (90, 60), (255, 0, 0), 1)
+    assert cv.rectangle(v, (10, 10), (60, 50), (0, 255, 0), -1) is None
+    cv2.rectangle(ref, (10, 10), (60, 50), (0, 255, 0), -1)
+    cv.circle(v, (50, 40), 20, (0, 0, 255), -1)
+    cv2.circle(ref, (50, 40), 20, (0, 0, 255), -1)
+    P = np.array([[10, 10], [80, 20], [60, 70], [20, 50]], np.int32)
+    cv.fillPoly(v, [P], (1, 2, 3))
+    cv2.fillPoly(ref, [P], (1, 2, 3))
+    diff = (np.abs(np.asarray(v).astype(int) - ref).sum(-1) > 0).mean()
+    assert diff < 0.01
+
+
+def test_misc_mnn_conventions():
+    rng = np.random.default_rng(5)
+    x = rng.integers(0, 256, (20, 30, 3)).astype(np.uint8)
+    m = cv.mean(image_var(x))
+    assert m.shape == [4] and np.allclose(np.asarray(m)[:3], x.mean((0, 1)), atol=1e-3)
+    parts = cv.split(image_var(x))
+    assert len(parts) == 3 and parts[0].shape == [20, 30]
+    assert np.array_equal(np.asarray(cv.merge(parts)), x)
+    y = rng.integers(0, 256, (20, 30, 3)).astype(np.uint8)
+    assert maxdiff(cv.addWeighted(image_var(x), 0.3, image_var(y), 0.7, 5), cv2.addWeighted(x, 0.3, y, 0.7, 5)) <= 1
+    assert np.array_equal(np.asarray(cv.bitwise_and(image_var(x), image_var(y))), cv2.bitwise_and(x, y))
+    assert np.array_equal(np.asarray(cv.hconcat([image_var(x), image_var(y)])), cv2.hconcat([x, y]))
+    r = np.array([0.1, -0.2, 0.3])
+    assert maxdiff(cv.Rodrigues(r), cv2.Rodrigues(r)[0]) < 1e-5
+    obj = rng.uniform(-1, 1, (8, 3))
+    K = np.array([[500., 0, 320], [0, 500, 240], [0, 0, 1]])
+    ip, _ = cv2.projectPoints(obj, r, np.array([0.1, 0.2, 5.]), K, None)
+    ok, rv, tv = cv.solvePnP(obj, ip.reshape(-1, 2), K, np.zeros(4))
+    assert ok and maxdiff(rv, r.reshape(3, 1)) < 1e-3 and maxdiff(tv, np.array([[0.1], [0.2], [5.]])) < 1e-3
+
+
+def test_cvmatrix_and_imageprocess():
+    from mnnjit.imageprocess import CVImageProcess, CVMatrix
+    m = CVMatrix()
+    m.setScale(2, 3)
+    m.postTranslate(5, 7)
+    assert np.allclose(m.read(), [2, 0, 5, 0, 3, 7, 0, 0, 1])
+    m.invert()
+    assert np.allclose(np.array(m.read()).reshape(3, 3) @ [[2, 0, 5], [0, 3, 7], [0, 0, 1]], np.eye(3), atol=1e-6)
+    img = np.random.default_rng(2).integers(0, 256, (20, 30, 3)).astype(np.uint8)
+    p = CVImageProcess({"sourceFormat": 2, "destFormat": 1, "mean": (1, 2, 3), "normal": (0.5, 0.5, 0.5)})
+    out = p.convert_array(img, 30, 20, 0, 30, 20)
+    assert np.allclose(out, (img[..., ::-1].astype(np.float32) - [1, 2, 3]) * 0.5)

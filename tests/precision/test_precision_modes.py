@@ -1,0 +1,97 @@
+"""Mode logic and whole-model accuracy per mode on the shared MobileNetV2 models."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from mnnjit.precision import (Modes, activation_dtype, executor_modes, parse_modes,
+                              set_executor_modes, weight_storage)
+
+
+def test_parse_modes():
+    assert parse_modes({}) == Modes(0, 0)
+    assert parse_modes({"precision": "low", "memory": 2, "numThread": 4}) == Modes(2, 2)
+    assert parse_modes({"precision": "lowBF"}).precision == 3
+    assert parse_modes(precision=1, memory="low") == Modes(1, 2)
+    with pytest.raises(ValueError, match="precision"):
+        parse_modes({"precision": "fast"})
+    with pytest.raises(ValueError, match="0..2"):
+        parse_modes({"memory": 3})
+    with pytest.raises(TypeError, match="memory"):
+        parse_modes({"memory": 1.5})
+
+
+def test_activation_dtype_and_weight_storage():
+    assert activation_dtype(2) == np.float16
+    assert activation_dtype(Modes(0, 2)) == np.float32
+    assert activation_dtype(3) == np.float32          # lowBF: no bf16 path on CPU
+    w = np.arange(12, dtype=np.float32)
+    assert weight_storage(Modes(2, 0), w, (3, 4)).nbytes == 24
+    assert weight_storage(Modes(0, 0), w, (3, 4)).nbytes == 48
+    with pytest.raises(ValueError, match="expected 5x4"):
+        weight_storage(Modes(), w, (5, 4))
+
+
+def test_executor_modes_roundtrip():
+    try:
+        assert set_executor_modes(2, 0) == Modes(2, 0) == executor_modes()
+    finally:
+        set_executor_modes()
+    assert executor_modes() == Modes()
+
+
+MODES = [(0, 0), (2, 0), (0, 2), (2, 2)]
+
+
+@pytest.fixture(scope="module")
+def models(shared_dir):
+    from precision_convnet import ConvNet
+    out = {}
+    for name in ("mobilenetv2", "mobilenetv2_wq8"):
+        data = np.load(shared_dir / "models" / f"{name}.npz")
+        path = str(shared_dir / "models" / f"{name}.mnn")
+        out[name] = (data, {m: ConvNet(path, Modes(*m)) for m in MODES})
+    return out
+
+
+@pytest.mark.parametrize("name", ["mobilenetv2", "mobilenetv2_wq8"])
+@pytest.mark.parametrize("mode", MODES)
+def test_model_accuracy_per_mode(models, name, mode):
+    data, nets = models[name]
+    net = nets[mode]
+    for case in (0, 1):
+        ref = data[f"out{case}_logits"]          # real MNN, fp32 (weights decoded at load)
+        y = net.forward(data[f"in{case}_x"])
+        assert y.dtype == np.float32 and y.shape == ref.shape
+        err = np.abs(y - ref).max()
+        if mode[0] == 2:
+            # fp16 storage of every activation and weight: a few half ulps of the logits' range
+            assert err <= 2e-3 * np.abs(ref).max() + 1e-4, err
+        else:
+            # memory=low dequantizes the same codes exactly (real MNN's memory=low shows
+            # 1.3e-3 from dynamic int8 activations; ours is bounded by fp32 rounding)
+            assert err <= 1e-5, err
+
+
+def test_memory_low_keeps_weights_quantized(models):
+    _, nets = models["mobilenetv2_wq8"]
+    fp32 = nets[(0, 0)].weight_nbytes
+    assert nets[(0, 2)].weight_nbytes <= 0.30 * fp32
+    # fp16: GEMM weights halved; depthwise weights (1% of the model) stay float32
+    assert nets[(2, 0)].weight_nbytes == pytest.approx(fp32 / 2, rel=0.03)
+    _, float_nets = models["mobilenetv2"]
+    assert float_nets[(0, 2)].weight_nbytes == fp32   # float model: memory=low changes nothing
+
+
+def test_memory_low_error_not_above_real_mnn(shared_dir, models):
+    MNN = pytest.importorskip("MNN")
+    data, nets = models["mobilenetv2_wq8"]
+    rt = MNN.nn.create_runtime_manager(({"backend": 0, "precision": 0, "memory": 2,
+                                         "numThread": 1},))
+    m = MNN.nn.load_module_from_file(str(shared_dir / "models" / "mobilenetv2_wq8.mnn"),
+                                     ["x"], ["logits"], runtime_manager=rt)
+    x = data["in0_x"]
+    real = np.array(m.forward(MNN.expr.const(x, list(x.shape), MNN.expr.NCHW)).read())
+    ref = data["out0_logits"]
+    ours = nets[(0, 2)].forward(x)
+    assert np.abs(ours - ref).max() <= np.abs(real.reshape(ref.shape) - ref).max()

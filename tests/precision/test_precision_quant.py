@@ -1,0 +1,89 @@
+"""Quantized weight sources: codes stay quantized, dequantization exact, GEMM/conv results."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from precision_refs import conv_ref
+
+Q = pytest.importorskip("mnnjit.backends.cpu.quant")
+K = pytest.importorskip("mnnjit.backends.cpu.fp16_kernels")
+from mnnjit.format import quantized_weight, read_net  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def wq8_convs(shared_dir):
+    net = read_net(str(shared_dir / "models" / "mobilenetv2_wq8.mnn"))
+    return [op for op in net.oplists if op.type == "Convolution"]
+
+
+def test_model_weights_stay_int8_and_dequantize_exactly(wq8_convs):
+    total_q = total_f = 0
+    for op in wq8_convs:
+        qw = quantized_weight(op.main["quanParameter"])
+        O = int(op.main["common"]["outputCount"])
+        src = Q.QuantRows.from_quantized(qw, (O, qw.codes.size // O))
+        assert src.codes.dtype == np.int8
+        assert np.array_equal(src.dense().reshape(-1), qw.dequantize())
+        total_q += src.nbytes
+        total_f += 4 * qw.codes.size
+    assert total_q <= 0.30 * total_f
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_quantized_conv_equals_conv_with_dequantized_weights(wq8_convs, dtype):
+    op = next(o for o in wq8_convs if o.main["common"]["kernelX"] == 3)   # the 3x3 stem conv
+    c = op.main["common"]
+    qw = quantized_weight(op.main["quanParameter"])
+    O, Cin = int(c["outputCount"]), int(c["inputCount"])
+    src = Q.QuantRows.from_quantized(qw, (O, qw.codes.size // O))
+    x = np.random.default_rng(0).standard_normal((1, Cin, 17, 19)).astype(dtype)
+    b = np.asarray(op.main["bias"], np.float32)
+    y = K.conv2d(x, src, b, (3, 3), (2, 2), (1, 1, 1, 1), act="relu6")
+    wd = qw.dequantize().reshape(O, Cin, 3, 3)
+    ref = conv_ref(x.astype(np.float32), wd, b, (2, 2), (1, 1, 1, 1), (1, 1), 1, "relu6")
+    tol = 1e-5 if dtype == np.float32 else 2 ** -10 * np.abs(ref) + 1e-4
+    assert np.all(np.abs(y.astype(np.float64) - ref) <= tol)
+
+
+def test_four_bit_codes_packed_two_per_byte_per_block():
+    rng = np.random.default_rng(3)
+    O, Kd, block = 9, 20, 5
+    codes = rng.integers(-8, 8, O * Kd).astype(np.int8)
+    scale = rng.uniform(0.01, 0.1, O * Kd // block).astype(np.float32)
+    offset = rng.uniform(-0.1, 0.1, O * Kd // block).astype(np.float32)
+    src = Q.QuantRows(codes, scale, offset, (O, Kd), block, bits=4)
+    assert src.codes.nbytes == O * Kd // 2
+    want = (codes.reshape(-1, block) * scale[:, None] + offset[:, None]).reshape(O, Kd)
+    assert np.allclose(src.dense(), want, atol=1e-6)
+    # as a 1x1 conv with 20 input channels
+    x = rng.standard_normal((1, Kd, 6, 7)).astype(np.float32)
+    y = K.conv2d(x, src, None, (1, 1))
+    ref = conv_ref(x, want.reshape(O, Kd, 1, 1), None, (1, 1), (0, 0, 0, 0), (1, 1), 1)
+    assert np.allclose(y, ref, atol=1e-4)
+    with pytest.raises(ValueError, match=r"\[-8, 7\]"):
+        Q.QuantRows(codes * 2, scale, offset, (O, Kd), block, bits=4)
+
+
+def test_half_rows_and_row_block_matmul():
+    rng = np.random.default_rng(4)
+    w = rng.standard_normal((300, 200)).astype(np.float32)
+    b = rng.standard_normal((200, 33)).astype(np.float32)
+    src = Q.HalfRows(w)
+    out = np.empty((290, 33), np.float32)
+    src.matmul(10, 300, b, out)
+    assert np.allclose(out, w.astype(np.float16).astype(np.float32)[10:] @ b, atol=1e-3)
+    assert src.nbytes == w.size * 2
+
+
+def test_dynamic_int8_gemm_within_quantization_error():
+    rng = np.random.default_rng(5)
+    w = rng.standard_normal((64, 96)).astype(np.float32)
+    scale = np.abs(w).max(axis=1) / 127
+    codes = np.rint(w / scale[:, None]).astype(np.int8)
+    src = Q.QuantRows(codes, scale, np.zeros(64, np.float32), (64, 96), 96)
+    b = rng.standard_normal((96, 50)).astype(np.float32)
+    exact = src.dense() @ b
+    got = Q.gemm_dynamic_int8(src, b)
+    err = np.abs(got - exact).max() / np.abs(exact).max()
+    assert err < 0.02
