@@ -20,7 +20,8 @@ import numpy as np
 from ..graph import Node
 from . import config
 from .config import counters
-from .plan import KERNEL_MIN
+from ..backends.reference import compute_node as _compute_node
+from .plan import KERNEL_MIN, _check
 
 _plans: "OrderedDict[tuple, object]" = OrderedDict()
 _PLAN_CACHE_SIZE = 256
@@ -51,13 +52,21 @@ def _work(node: Node) -> int:
     return n
 
 
+_hw = None  # the kernels module once its kernel modules are loaded
+
+
 def _handwritten(node: Node):
     """The hand-written kernel for a non-elementwise ``node`` big enough to want one, else None."""
+    global _hw
     if node.op in _NO_HW or _work(node) < KERNEL_MIN:
         return None
-    from ..backends.cpu import kernels as hw
-    hw.load_kernel_modules()
-    return hw.lookup(node)
+    if _hw is None:
+        from ..backends.cpu import kernels as hw
+        hw.load_kernel_modules()
+        _hw = hw
+    if node.op not in _hw._KERNELS:
+        return None
+    return _hw.lookup(node)
 
 
 _NO_HW: set = set()
@@ -80,23 +89,25 @@ def evaluate(roots: list[Node]) -> None:
         if node.value is not None:
             return
         ready = node.op != "placeholder"
+        work = node.size if node.dtype is not None else 0
+        args = []
         for i in node.inputs:
-            if i.value is None:
+            v = i.value
+            if v is None:
                 ready = False
                 break
-        if ready and _work(node) < thr:
-            args = [i.value for i in node.inputs]
-            fn = _handwritten(node)
+            args.append(v)
+            if type(v) is np.ndarray and v.size > work:
+                work = v.size
+        if ready and work < thr:
+            fn = None if (work < KERNEL_MIN or node.op in _NO_HW) else _handwritten(node)
             if fn is not None:
-                from .plan import _check
                 out = _check(node, fn(args, node.attrs))
                 counters["handwritten_runs"] += 1
             else:
-                from ..backends.reference import compute_node
-                out = compute_node(node, args)
-                counters["fast_path"] += 1
-            if isinstance(out, np.ndarray):
-                if not out.flags.c_contiguous or out.base is not None:
+                out = _compute_node(node, args)
+            if type(out) is np.ndarray:
+                if out.base is not None or not out.flags.c_contiguous:
                     out = np.array(out, order="C")
                 out.flags.writeable = False
             node.value = out
