@@ -17,8 +17,8 @@ import numpy as np
 
 from ..ops import registry
 
-#: Storage dtypes compiled kernels handle (float16 joins with the precision=low codecs).
-KERNEL_DTYPES = frozenset({"float32", "int32", "uint8", "int8"})
+#: Storage dtypes compiled kernels handle (float16: stored as half, computed in float32).
+KERNEL_DTYPES = frozenset({"float16", "float32", "int32", "uint8", "int8"})
 
 #: Reductions fused kernels implement.
 REDUCE_OPS = frozenset({"reduce_sum", "reduce_mean", "reduce_prod", "reduce_max", "reduce_min"})
@@ -95,7 +95,7 @@ def reduce_ok(node) -> bool:
         return False
     x = node.inputs[0]
     return (x.dtype is not None and x.dtype.name in KERNEL_DTYPES and node.dtype.name in KERNEL_DTYPES
-            and x.size > 0)
+            and x.size > 0 and "float16" not in (x.dtype.name, node.dtype.name))
 
 
 def duplicable(j: int, nodes: list, consumers: list, roots: set, threshold: int) -> bool:

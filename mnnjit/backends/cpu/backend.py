@@ -18,7 +18,9 @@ from . import codegen, jit, kernels
 
 
 def _readonly_flat(arr: np.ndarray) -> np.ndarray:
-    """A read-only 1-d view of the memory an array with non-negative strides spans."""
+    """A read-only 1-d view of the memory an array with non-negative strides spans (float16 as uint16 bits)."""
+    if arr.dtype == np.float16:
+        arr = arr.view(np.uint16)
     if arr.flags.c_contiguous:
         v = arr.reshape(-1)
     else:
@@ -133,6 +135,8 @@ class CPUBackend(Backend):
                 flat = False
         spec = g.spec
         outf = out.reshape(-1)
+        if outf.dtype == np.float16:
+            outf = outf.view(np.uint16)
         if flat:
             modes_t = tuple(modes)
             kern = jit.get_kernel(spec.key() + f"|flat{modes_t}", lambda: codegen.gen_flat(spec, modes_t))

@@ -27,7 +27,7 @@ from functools import lru_cache
 from ...compiler.fusion import GroupSpec
 from ...ops import registry
 
-CODEGEN_VERSION = 9  # bump when generated code or intrinsics.py change (kernel cache directory)
+CODEGEN_VERSION = 10  # bump when generated code or intrinsics.py change (kernel cache directory)
 
 
 @dataclass(frozen=True)
@@ -50,7 +50,25 @@ class Codec:
         return f"np.{self.compute}({expr})"
 
 
+@dataclass(frozen=True)
+class F16Codec(Codec):
+    """float16 storage (arrays passed as their uint16 bits), computed in float32 (fpext/fptrunc).
+
+    A float16 node's value is rounded to half after every op, as numpy's float16 arithmetic stores it.
+    """
+
+    def load(self, arr: str, idx: str) -> str:
+        return f"f16_to_f32({arr}[{idx}])"
+
+    def store(self, arr: str, idx: str, value: str) -> str:
+        return f"{arr}[{idx}] = f32_to_f16({value})"
+
+    def cast(self, expr: str) -> str:
+        return f"f16_to_f32(f32_to_f16(np.float32({expr})))"
+
+
 CODECS: dict[str, Codec] = {
+    "float16": F16Codec("float16", "float32"),
     "float32": Codec("float32", "float32"),
     "int32": Codec("int32", "int32"),
     "uint8": Codec("uint8", "uint8"),
@@ -134,6 +152,7 @@ import numpy as np
 import numba
 from numba import prange
 from mnnjit.backends.cpu.intrinsics import fast_expf
+from mnnjit.backends.cpu.fp16 import f16_to_f32, f32_to_f16
 
 '''
 _DECO = '@numba.njit(parallel=True, cache={cache}, error_model="numpy", nogil=True)\n'
