@@ -27,7 +27,7 @@ from functools import lru_cache
 from ...compiler.fusion import GroupSpec
 from ...ops import registry
 
-CODEGEN_VERSION = 10  # bump when generated code or intrinsics.py change (kernel cache directory)
+CODEGEN_VERSION = 11  # bump when generated code or intrinsics.py change (kernel cache directory)
 
 
 @dataclass(frozen=True)
@@ -380,7 +380,7 @@ def gen_reduce(spec: GroupSpec, modes: tuple, nk: int, nr: int, cache: bool = Tr
     if lanes[0] != "acc":
         src.append(f"        acc = {lanes[0]}")
     src += ["        part[t] = acc",
-            "    for o in prange(K):",
+            "    for o in range(K):  # serial: K * P partials, and one parallel region compiles faster",
             "        acc = part[o * P]",
             "        for p in range(1, P):",
             "            v = part[o * P + p]",
