@@ -16,7 +16,7 @@ import time
 import numpy as onp
 
 
-def best(fn, n_inner: int, repeat: int = 7) -> float:
+def best(fn, n_inner: int, repeat: int = 15) -> float:
     fn()
     t_best = float("inf")
     for _ in range(repeat):

@@ -138,18 +138,25 @@ def test_threads_setting():
 
 
 def test_threshold_dispatch():
-    """Below the threshold nothing is compiled; at the threshold a kernel runs."""
+    """Below the threshold nothing is compiled; fused chains compile from the threshold, lone ops from 4x."""
     a = np.ones(100, np.float32)
+    x = B.wrap(B.as_node(a))
     prev = compiler.set_threshold(1000)
     try:
         runs = counters["kernel_runs"]
-        v = B.binary("add", B.wrap(B.as_node(a)), 1.0).read()
+        v = B.binary("mul", B.binary("add", x, 1.0), 3.0).read()
         assert counters["kernel_runs"] == runs
-        np.testing.assert_array_equal(v, a + 1)
+        np.testing.assert_array_equal(v, (a + 1) * 3)
         compiler.set_threshold(100)
-        v = B.binary("add", B.wrap(B.as_node(a)), 2.0).read()
+        v = B.binary("add", x, 2.0).read()          # a lone op: needs 4 x 100 elements
+        assert counters["kernel_runs"] == runs
+        v = B.binary("mul", B.binary("add", x, 2.0), 3.0).read()   # a chain: compiled
         assert counters["kernel_runs"] == runs + 1
-        np.testing.assert_array_equal(v, a + 2)
+        np.testing.assert_array_equal(v, (a + 2) * 3)
+        compiler.set_threshold(25)
+        v = B.binary("add", x, 4.0).read()
+        assert counters["kernel_runs"] == runs + 2
+        np.testing.assert_array_equal(v, a + 4)
     finally:
         compiler.set_threshold(prev)
 
