@@ -78,9 +78,10 @@ class Trace:
     key: tuple
 
 
-def trace(roots: list[Node]) -> Trace:
-    """Collect what computing ``roots`` needs (see module docstring)."""
-    order = topo_order(roots)
+def trace(roots: list[Node], order: list[Node] | None = None) -> Trace:
+    """Collect what computing ``roots`` needs (see module docstring); ``order`` if already known."""
+    if order is None:
+        order = topo_order(roots)
     pos = {id(n): i for i, n in enumerate(order)}
     in_pos: list[tuple[int, ...]] = []
     is_val: list[bool] = []
