@@ -27,7 +27,7 @@ from functools import lru_cache
 from ...compiler.fusion import GroupSpec
 from ...ops import registry
 
-CODEGEN_VERSION = 11  # bump when generated code or intrinsics.py change (kernel cache directory)
+CODEGEN_VERSION = 12  # bump when generated code or intrinsics.py change (kernel cache directory)
 
 
 @dataclass(frozen=True)
@@ -151,7 +151,7 @@ import math
 import numpy as np
 import numba
 from numba import prange
-from mnnjit.backends.cpu.intrinsics import fast_expf
+from mnnjit.backends.cpu.intrinsics import fast_expf, f32_order_key, f32_from_order_key
 from mnnjit.backends.cpu.fp16 import f16_to_f32, f32_to_f16
 
 '''
@@ -286,6 +286,17 @@ def gen_reduce(spec: GroupSpec, modes: tuple, nk: int, nr: int, cache: bool = Tr
     # exact in any order and use LANES independent accumulators instead.
     arith = rop in ("reduce_sum", "reduce_mean", "reduce_prod")
     LANES = 1 if arith else LANES_MINMAX
+    keyed = rop in ("reduce_max", "reduce_min") and in_dt == "float32"
+    if keyed:  # float32 max/min as an integer reduction over order keys (vectorises, propagates NaN)
+        LANES = 1
+        nan_bits = 0x7FC00000 if rop == "reduce_max" else -0x400000
+        init = "np.int64(-2 ** 62)" if rop == "reduce_max" else "np.int64(2 ** 62)"
+        cmp = ">" if rop == "reduce_max" else "<"
+        combine = f"v if v {cmp} acc else acc"
+    elif not arith and not in_dt.startswith("float"):
+        LANES = 1  # integer max/min: a plain select reduction vectorises
+        cmp = ">" if rop == "reduce_max" else "<"
+        combine = f"v if v {cmp} acc else acc"
     deco = _DECO.format(cache=cache)
     if arith:
         deco = deco.replace("nogil=True", "nogil=True, fastmath={'reassoc'}")
@@ -355,7 +366,8 @@ def gen_reduce(spec: GroupSpec, modes: tuple, nk: int, nr: int, cache: bool = Tr
                 names.append(f"a{k}")
                 loads.append(f"{ind2}a{k} = {CODECS[spec.leaf_dtypes[k]].load(f'x{k}', idx(k, m))}")
         body, lastv = _body_exprs(spec, names, ind2)
-        return loads + body + [f"{ind2}v = {lastv}", f"{ind2}{acc_name} = {combine.replace('acc', acc_name)}"]
+        value = f"f32_order_key({lastv}, {nan_bits})" if keyed else lastv
+        return loads + body + [f"{ind2}v = {value}", f"{ind2}{acc_name} = {combine.replace('acc', acc_name)}"]
 
     # The innermost reduced loop runs LANES independent accumulators (vectorisable without
     # reassociating), then a remainder loop; lanes are combined in a fixed order.
@@ -385,6 +397,6 @@ def gen_reduce(spec: GroupSpec, modes: tuple, nk: int, nr: int, cache: bool = Tr
             "        for p in range(1, P):",
             "            v = part[o * P + p]",
             f"            acc = {combine}"]
-    final = "acc / count" if rop == "reduce_mean" else "acc"
+    final = "acc / count" if rop == "reduce_mean" else ("f32_from_order_key(acc)" if keyed else "acc")
     src.append("        " + CODECS[out_dt].store("out", "o", CODECS[out_dt].cast(final)))
     return "\n".join(src) + "\n"

@@ -16,7 +16,7 @@ from llvmlite import ir
 from numba import njit, types
 from numba.extending import intrinsic
 
-INTRINSICS_VERSION = 1
+INTRINSICS_VERSION = 2
 
 
 @intrinsic
@@ -28,6 +28,36 @@ def bitcast_i32_f32(typingctx, x):
     def codegen(context, builder, signature, args):
         return builder.bitcast(args[0], ir.FloatType())
     return types.float32(types.int32), codegen
+
+
+@intrinsic
+def bitcast_f32_i32(typingctx, x):
+    """Reinterpret a float32's bits as an int32 (LLVM ``bitcast``)."""
+    if x != types.float32:
+        return None
+
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(args[0], ir.IntType(32))
+    return types.int32(types.float32), codegen
+
+
+@njit(inline="always", cache=True)
+def f32_order_key(v, nan_bits):
+    """An integer whose signed order is the float order of ``v`` (NaN mapped to ``nan_bits`` first).
+
+    Integer max/min reductions vectorise without reassociating; positive NaN bits sort above +inf
+    (max propagates NaN), negative NaN bits below -inf (min propagates NaN).
+    """
+    f = np.float32(v)
+    b = np.int64(bitcast_f32_i32(f)) if f == f else np.int64(nan_bits)
+    return b ^ ((b >> 31) & 0x7FFFFFFF)
+
+
+@njit(inline="always", cache=True)
+def f32_from_order_key(k):
+    """The float32 whose :func:`f32_order_key` is ``k``."""
+    b = k ^ ((k >> 31) & 0x7FFFFFFF)
+    return bitcast_i32_f32(np.int32(b))
 
 
 _LOG2E = np.float32(1.44269504088896341)
