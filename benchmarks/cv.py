@@ -1,7 +1,7 @@
 """Benchmark mnnjit.cv against OpenCV, numpy and real MNN on a 1920x1080 BGR image.
 
 Run: PYTHONPATH=. python benchmarks/cv.py [--repeat N] [--no-mnn]
-Prints a table of median milliseconds per call and the ratios mnnjit/OpenCV (geometric mean at the end).
+Prints a table of best-of-N milliseconds per call and the ratios mnnjit/OpenCV (geometric mean at the end).
 Warm-up calls (Numba compilation / cache load) are excluded from the timings.
 """
 from __future__ import annotations
@@ -9,7 +9,6 @@ from __future__ import annotations
 import argparse
 import math
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -42,79 +41,65 @@ def make_image(path: str) -> np.ndarray:
     return np.asarray(im)[..., ::-1].copy()
 
 
-def bench(fn, repeat: int) -> float:
-    """Median milliseconds of ``fn()`` after two warm-up calls."""
-    fn()
-    fn()
-    ts = []
+def interleaved(fns: dict, repeat: int) -> dict[str, float]:
+    """Best-of-``repeat`` milliseconds of each function, calling them in turn (fair under changing load)."""
+    for f in fns.values():
+        f()
+        f()
+    best = {k: float("inf") for k in fns}
     for _ in range(repeat):
-        t = time.perf_counter()
-        fn()
-        ts.append(time.perf_counter() - t)
-    return statistics.median(ts) * 1e3
+        for k, f in fns.items():
+            t = time.perf_counter()
+            f()
+            best[k] = min(best[k], time.perf_counter() - t)
+    return {k: v * 1e3 for k, v in best.items()}
 
 
-def run_mnnjit(path: str, img: np.ndarray, out: str, repeat: int) -> dict[str, float]:
+def run_local(path: str, img: np.ndarray, out: str, repeat: int) -> tuple[dict, dict, dict]:
+    """mnnjit, OpenCV and numpy timings, interleaved per operation."""
+    import cv2
     import mnnjit.cv as cv
     from mnnjit.cv._common import image_var
     v = image_var(img)
     M = cv.getRotationMatrix2D((960, 540), 30, 1.0)
+    Mc = cv2.getRotationMatrix2D((960, 540), 30, 1.0)
+    w = np.array([0.114, 0.587, 0.299], np.float32)
 
-    def pipeline():
-        x = cv.resize(cv.imread(path), (224, 224))
-        x = x[..., ::-1]
-        x = (x.astype(np.float32) - MEAN) * SCALE
-        x = x.reshape([1, 224, 224, 3])
-        return x.read_view()
-
-    def pre():
-        x = cv.resize(v, (224, 224))
+    def mj_pre(src):
+        x = cv.resize(src, (224, 224))
         x = x[..., ::-1]
         x = (x.astype(np.float32) - MEAN) * SCALE
         return x.reshape([1, 224, 224, 3]).read_view()
-    return {
-        "imread": bench(lambda: cv.imread(path).read_view(), repeat),
-        "imwrite": bench(lambda: cv.imwrite(out, v), repeat),
-        "resize 224": bench(lambda: cv.resize(v, (224, 224)).read_view(), repeat),
-        "BGR2RGB": bench(lambda: cv.cvtColor(v, cv.COLOR_BGR2RGB).read_view(), repeat),
-        "BGR2GRAY": bench(lambda: cv.cvtColor(v, cv.COLOR_BGR2GRAY).read_view(), repeat),
-        "warpAffine rot": bench(lambda: cv.warpAffine(v, M, (1920, 1080)).read_view(), repeat),
-        "GaussianBlur 5x5": bench(lambda: cv.GaussianBlur(v, (5, 5), 0).read_view(), repeat),
-        "preprocess": bench(pre, repeat),
-        "imread+preprocess": bench(pipeline, repeat),
-    }
 
-
-def run_opencv(path: str, img: np.ndarray, out: str, repeat: int) -> dict[str, float]:
-    import cv2
-    M = cv2.getRotationMatrix2D((960, 540), 30, 1.0)
-
-    def pre():
-        x = cv2.resize(img, (224, 224))[..., ::-1]
+    def cv_pre(src):
+        x = cv2.resize(src, (224, 224))[..., ::-1]
         return np.expand_dims((x.astype(np.float32) - MEAN) * SCALE, 0)
 
-    def pipeline():
-        x = cv2.resize(cv2.imread(path), (224, 224))[..., ::-1]
-        return np.expand_dims((x.astype(np.float32) - MEAN) * SCALE, 0)
-    return {
-        "imread": bench(lambda: cv2.imread(path), repeat),
-        "imwrite": bench(lambda: cv2.imwrite(out, img), repeat),
-        "resize 224": bench(lambda: cv2.resize(img, (224, 224)), repeat),
-        "BGR2RGB": bench(lambda: cv2.cvtColor(img, cv2.COLOR_BGR2RGB), repeat),
-        "BGR2GRAY": bench(lambda: cv2.cvtColor(img, cv2.COLOR_BGR2GRAY), repeat),
-        "warpAffine rot": bench(lambda: cv2.warpAffine(img, M, (1920, 1080)), repeat),
-        "GaussianBlur 5x5": bench(lambda: cv2.GaussianBlur(img, (5, 5), 0), repeat),
-        "preprocess": bench(pre, repeat),
-        "imread+preprocess": bench(pipeline, repeat),
+    cases = {
+        "imread": {"mnnjit": lambda: cv.imread(path).read_view(), "opencv": lambda: cv2.imread(path)},
+        "imwrite": {"mnnjit": lambda: cv.imwrite(out, v), "opencv": lambda: cv2.imwrite(out, img)},
+        "resize 224": {"mnnjit": lambda: cv.resize(v, (224, 224)).read_view(),
+                       "opencv": lambda: cv2.resize(img, (224, 224))},
+        "BGR2RGB": {"mnnjit": lambda: cv.cvtColor(v, cv.COLOR_BGR2RGB).read_view(),
+                    "opencv": lambda: cv2.cvtColor(img, cv2.COLOR_BGR2RGB),
+                    "numpy": lambda: np.ascontiguousarray(img[..., ::-1])},
+        "BGR2GRAY": {"mnnjit": lambda: cv.cvtColor(v, cv.COLOR_BGR2GRAY).read_view(),
+                     "opencv": lambda: cv2.cvtColor(img, cv2.COLOR_BGR2GRAY),
+                     "numpy": lambda: np.rint(img @ w).astype(np.uint8)},
+        "warpAffine rot": {"mnnjit": lambda: cv.warpAffine(v, M, (1920, 1080)).read_view(),
+                           "opencv": lambda: cv2.warpAffine(img, Mc, (1920, 1080))},
+        "GaussianBlur 5x5": {"mnnjit": lambda: cv.GaussianBlur(v, (5, 5), 0).read_view(),
+                             "opencv": lambda: cv2.GaussianBlur(img, (5, 5), 0)},
+        "preprocess": {"mnnjit": lambda: mj_pre(v), "opencv": lambda: cv_pre(img)},
+        "imread+preprocess": {"mnnjit": lambda: mj_pre(cv.imread(path)), "opencv": lambda: cv_pre(cv2.imread(path))},
     }
-
-
-def run_numpy(img: np.ndarray, repeat: int) -> dict[str, float]:
-    w = np.array([0.114, 0.587, 0.299], np.float32)
-    return {
-        "BGR2RGB": bench(lambda: np.ascontiguousarray(img[..., ::-1]), repeat),
-        "BGR2GRAY": bench(lambda: np.rint(img @ w).astype(np.uint8), repeat),
-    }
+    mj, oc, nu = {}, {}, {}
+    for name, fns in cases.items():
+        r = interleaved(fns, repeat)
+        mj[name], oc[name] = r["mnnjit"], r["opencv"]
+        if "numpy" in r:
+            nu[name] = r["numpy"]
+    return mj, oc, nu
 
 
 _MNN_SCRIPT = r"""
@@ -126,7 +111,7 @@ def bench(fn):
     fn(); fn(); ts = []
     for _ in range(repeat):
         t = time.perf_counter(); fn(); ts.append(time.perf_counter() - t)
-    return statistics.median(ts) * 1e3
+    return min(ts) * 1e3
 v = cv.imread(path)
 M = cv.getRotationMatrix2D((960, 540), 30, 1.0)
 mean = np.array([103.94, 116.78, 123.68]); scale = 0.017
@@ -176,10 +161,7 @@ def main() -> None:
     path = os.path.join(tmp, "bench.jpg")
     out = os.path.join(tmp, "out.jpg")
     img = make_image(path)
-    # mnnjit first: OpenCV's worker threads keep spinning after a call and slow Numba's threads down
-    res_mj = run_mnnjit(path, img, out, args.repeat)
-    res_np = run_numpy(img, args.repeat)
-    res_cv = run_opencv(path, img, out, args.repeat)
+    res_mj, res_cv, res_np = run_local(path, img, out, args.repeat)
     res_mnn = {} if args.no_mnn else run_mnn(path, out, args.repeat)
     print(f"{'op (1920x1080 BGR)':22s} {'mnnjit':>9s} {'OpenCV':>9s} {'numpy':>9s} {'MNN':>9s} {'mj/cv':>7s} {'MNN/cv':>7s}")
     ratios, mratios = [], []

@@ -21,16 +21,18 @@ MNN's runtime config (``MNN.nn.create_runtime_manager(({'precision': ..., 'memor
                           Float (non-quantized) models are unaffected, as in MNN.
 ========================  ==========================================================================
 
-For Vars built with ``mnnjit.expr``: ``precision`` set through ``set_global_executor_config`` is
-kept by :func:`set_executor_modes`; the compiler asks :func:`executor_modes` and, under
-precision=low, may keep intermediates of fused NN kernels (conv, depthwise conv, pooling,
-activation/add chains) in float16; values a user reads stay float32 (MNN also returns float32).
-``memory`` has no effect on expr-built Vars (they carry no quantized weights).
+For Vars built with ``mnnjit.expr``: the precision given to ``set_global_executor_config`` is
+what :func:`executor_modes` returns; under precision=low the compiler may keep intermediates of
+fused NN kernels (conv, depthwise conv, pooling, activation/add chains) in float16 with the
+kernels of :mod:`mnnjit.backends.cpu.fp16_kernels` (not wired into the compiler yet); values a
+user reads stay float32 (MNN also returns float32). ``memory`` has no effect on expr-built Vars
+(they carry no quantized weights).
 
-The model runner calls, per model: :func:`parse_modes` (config dict -> :class:`Modes`), per conv:
-:func:`conv_weight_source` (weights as kept in memory), :func:`depthwise_weight` (small float
-``[C, kh*kw]`` expanded per call), and :func:`activation_dtype` for the activation storage dtype;
-:func:`to_storage`/:func:`from_storage` at the model's inputs/outputs.
+The model runner (``mnnjit.nn.Module._plan``) calls :func:`plan_for_modes` with the runtime
+manager's precision/memory; it returns the plain plan for fp32 modes, else a ModePlan (fp16
+storage, quantized weights). Lower-level pieces for other runners: :func:`parse_modes`,
+:func:`conv_weight_source`/:func:`depthwise_weight`/:func:`weight_storage` (weights as kept in
+memory), :func:`activation_dtype`, :func:`to_storage`/:func:`from_storage`.
 
 Only numpy is imported here; the Numba-backed classes are imported inside the functions.
 """
@@ -43,7 +45,7 @@ import numpy as np
 
 __all__ = ["Modes", "parse_modes", "activation_dtype", "keeps_quantized", "weight_storage",
            "conv_weight_source", "depthwise_weight", "to_storage", "from_storage",
-           "weight_nbytes", "set_executor_modes", "executor_modes", "NORMAL", "HIGH", "LOW",
+           "weight_nbytes", "plan_for_modes", "set_executor_modes", "executor_modes", "NORMAL", "HIGH", "LOW",
            "LOW_BF"]
 
 NORMAL, HIGH, LOW, LOW_BF = 0, 1, 2, 3
@@ -182,16 +184,41 @@ def weight_nbytes(source: Any) -> int:
     return int(source.nbytes)
 
 
-_EXECUTOR = {"modes": Modes()}
+def plan_for_modes(program: Any, signature: tuple, precision: int = NORMAL,
+                   memory: int = NORMAL) -> Any:
+    """The model runner's hook (``nn.Module._plan``): ``program.plan(signature)`` for fp32 modes
+    (nothing imported), otherwise a :class:`mnnjit.backends.cpu.mode_exec.ModePlan` (fp16
+    storage and/or quantized weights) built once per (signature, modes) and cached on the
+    program. With memory=low the float ExecutionPlan is dropped once the ModePlan holds the
+    codes, so the decoded float weights are freed. Dynamic plans (control flow) run unchanged."""
+    modes = parse_modes({"precision": precision, "memory": memory})
+    if not (modes.fp16 or modes.keep_quantized):
+        return program.plan(signature)
+    cache = program.__dict__.setdefault("_mode_plans", {})
+    mp = cache.get((signature, modes))
+    if mp is None:
+        plan = program.plan(signature)
+        if getattr(plan, "dynamic", False):
+            return plan
+        from .backends.cpu.mode_exec import ModePlan
+        mp = cache[(signature, modes)] = ModePlan(plan, modes)
+        if modes.keep_quantized and mp.weights:
+            program._plans.pop(signature, None)
+    return mp
 
 
 def set_executor_modes(precision: Any = NORMAL, memory: Any = NORMAL) -> Modes:
-    """Set the modes for Vars built with ``mnnjit.expr`` (``set_global_executor_config``)."""
+    """Set the modes for Vars built with ``mnnjit.expr``; the precision is stored where
+    ``expr.set_global_executor_config`` records it (``mnnjit.expr._config.settings``)."""
+    from .expr._config import settings
     m = parse_modes({"precision": precision, "memory": memory})
-    _EXECUTOR["modes"] = m
+    settings["precision"] = m.precision
+    settings["memory"] = m.memory
     return m
 
 
 def executor_modes() -> Modes:
-    """The modes the compiler applies to expr-built Vars."""
-    return _EXECUTOR["modes"]
+    """The modes the compiler should apply to expr-built Vars (from ``set_global_executor_config``)."""
+    from .expr._config import settings
+    return parse_modes({"precision": settings.get("precision", NORMAL),
+                        "memory": settings.get("memory", NORMAL)})

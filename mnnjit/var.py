@@ -205,7 +205,12 @@ class Var:
         self._node = Node("placeholder", (), {}, shape, node.dtype, node.fmt, None, node.name)
 
     def sync(self) -> None:
-        """Compute the value now (MNN syncs device data; mnnjit computes on the host)."""
+        """Compute the value now (MNN syncs device data; mnnjit computes on the host).
+
+        A placeholder that has not been written yet has nothing to compute: a no-op, as in MNN.
+        """
+        if self._node.op == "placeholder" and self._node.value is None:
+            return
         self._value()
 
     @property

@@ -1,6 +1,6 @@
-"""Shape analysis on point sets: contourArea, boundingRect, convexHull, minAreaRect, boxPoints, and
-connected-component labelling (vectorised label propagation) used by connectedComponentsWithStats and
-findContours (outer borders of components, traced on the label image)."""
+"""Shape analysis on point sets: contourArea, boundingRect, convexHull, minAreaRect, boxPoints;
+findContours (Suzuki & Abe border following in a Numba kernel, called when findContours runs) and
+connected-component labelling (vectorised label propagation) for connectedComponentsWithStats."""
 from __future__ import annotations
 
 import math
@@ -162,30 +162,6 @@ def label_components(mask: np.ndarray, connectivity: int = 8) -> tuple[np.ndarra
     return out, len(uniq) + 1
 
 
-def _trace(mask: np.ndarray, start: tuple[int, int]) -> np.ndarray:
-    """Moore-neighbour tracing of the outer border of the 8-connected region containing ``start``."""
-    h, w = mask.shape
-    dirs = [(0, 1), (-1, 1), (-1, 0), (-1, -1), (0, -1), (1, -1), (1, 0), (1, 1)]  # E NE N NW W SW S SE
-    y0, x0 = start
-    pts = [(x0, y0)]
-    y, x = y0, x0
-    d = 6  # came from the west going scan order: start looking from S-ish neighbour
-    for _ in range(4 * h * w + 8):  # border pixels only
-        found = False
-        for k in range(8):
-            nd = (d + 6 + k) % 8
-            dy, dx = dirs[nd]
-            ny, nx = y + dy, x + dx
-            if 0 <= ny < h and 0 <= nx < w and mask[ny, nx]:
-                y, x, d = ny, nx, nd
-                found = True
-                break
-        if not found or (y, x) == (y0, x0):
-            break
-        pts.append((x, y))
-    return np.array(pts, np.int32)
-
-
 def _simplify(pts: np.ndarray) -> np.ndarray:
     """CHAIN_APPROX_SIMPLE: keep only the end points of straight runs."""
     if len(pts) < 3:
@@ -196,24 +172,31 @@ def _simplify(pts: np.ndarray) -> np.ndarray:
     return pts[keep] if keep.any() else pts[:1]
 
 
+def find_borders(mask: np.ndarray) -> list[tuple[np.ndarray, bool, int, int]]:
+    """All borders of the non-zero pixels of ``mask`` (Suzuki & Abe border following, a Numba kernel):
+    (points [n, 2] x/y, is_hole, parent id, own id) in discovery (raster) order; id 1 is the image frame."""
+    from ..backends.cpu.cv_kernels import suzuki_borders
+    f = np.pad((mask != 0).astype(np.int32), 1)
+    pts = np.zeros((int(mask.sum()) * 4 + 16, 2), np.int64)
+    meta = np.zeros((f.size // 2 + 8, 5), np.int64)
+    n, _ = suzuki_borders(f, pts, meta)
+    return [(pts[m[0]:m[0] + m[1]] - 1, bool(m[2]), int(m[3]), int(m[4])) for m in meta[:n]]
+
+
 def findContours(image: Any, mode: int, method: int, offset: Any = (0, 0)):
-    """Outer borders of the 8-connected non-zero regions as a list of [n, 1, 2] int32 Vars, and the string
-    'no hierarchy' (MNN's second return value)."""
+    """Borders of the non-zero regions as a list of [n, 1, 2] int32 Vars (OpenCV's points and order), and
+    the string 'no hierarchy' (real MNN's second return value). RETR_EXTERNAL keeps the outermost borders,
+    the other modes list every outer and hole border (in RETR_LIST order, as MNN)."""
     img = np.asarray(to_numpy(image))
-    img = img.reshape(img.shape[0], img.shape[1], -1)[..., 0] != 0
-    labels, n = label_components(img, 8)
+    img = img.reshape(img.shape[0], img.shape[1], -1)[..., 0]
+    borders = find_borders(img != 0)
+    if int(mode) == 0:
+        borders = [b for b in borders if not b[1] and b[2] == 1]
     ox, oy = [int(v) for v in (offset if offset is not None else (0, 0))]
     out = []
-    flat = labels.ravel()
-    uniq, first = np.unique(flat, return_index=True)
-    for lab, pos in zip(uniq, first):
-        if lab == 0:
-            continue
-        y, x = divmod(int(pos), img.shape[1])
-        pts = _trace(labels == lab, (y, x))
+    for pts, _, _, _ in reversed(borders):  # OpenCV lists the last-found border first
         if int(method) != 1:
             pts = _simplify(pts)
-        pts = pts + np.array([ox, oy], np.int32)
+        pts = pts + np.array([ox, oy])
         out.append(image_var(pts.reshape(-1, 1, 2).astype(np.int32)))
-    out.reverse()  # OpenCV lists the last-found border first
     return out, "no hierarchy"

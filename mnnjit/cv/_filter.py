@@ -50,13 +50,14 @@ def getGaussianKernel(ksize: int, sigma: float):
     return image_var(gaussian_kernel(ksize, float(sigma)).astype(np.float32)[None, :])
 
 
-def _sep(node, kx, ky, border: int, dtype, delta: float = 0.0, anchor=None, square: bool = False):
+def _sep(node, kx, ky, border: int, dtype, delta: float = 0.0, anchor=None, square: bool = False,
+         fixed: bool = False):
     kx = tuple(float(v) for v in np.asarray(kx, np.float64).ravel())
     ky = tuple(float(v) for v in np.asarray(ky, np.float64).ravel())
     if anchor is None or tuple(anchor) == (-1, -1):
         anchor = (len(kx) // 2, len(ky) // 2)
     attrs = {"kx": kx, "ky": ky, "anchor": (int(anchor[0]), int(anchor[1])), "border": cv_border(border, "borderType"),
-             "delta": float(delta), "dtype": np.dtype(dtype), "square": square}
+             "delta": float(delta), "dtype": np.dtype(dtype), "square": square, "fixed": fixed}
     return B.make_node("sep_filter", (node,), attrs, fmt="NHWC")
 
 
@@ -80,7 +81,8 @@ def GaussianBlur(src: Any, ksize: Any, sigmaX: float, sigmaY: float = 0.0, borde
         kh = int(round(sy * (3 if node.dtype == U8 else 4) * 2 + 1)) | 1
     if kw <= 0 or kh <= 0:
         raise ValueError(f"GaussianBlur: ksize {ksize!r} and sigma {sigmaX} give no kernel")
-    return out_var(_sep(node, gaussian_kernel(kw, sx), gaussian_kernel(kh, sy), borderType, node.dtype))
+    return out_var(_sep(node, gaussian_kernel(kw, sx), gaussian_kernel(kh, sy), borderType, node.dtype,
+                        fixed=node.dtype == U8))
 
 
 def boxFilter(src: Any, ddepth: int, ksize: Any, anchor: Any = (-1, -1), normalize: bool = True,
@@ -280,7 +282,7 @@ def pyrDown(src: Any, dstsize: Any = None, borderType: int = 1):
     dw, dh = ((w + 1) // 2, (h + 1) // 2) if dstsize is None or tuple(size2(dstsize, "dstsize")) == (0, 0) \
         else size2(dstsize, "dstsize")
     k = np.array([1, 4, 6, 4, 1], np.float64) / 16.0
-    blurred = out_var(_sep(node, k, k, borderType, node.dtype))
+    blurred = out_var(_sep(node, k, k, borderType, node.dtype, fixed=node.dtype == U8))
     return blurred[0:2 * dh:2, 0:2 * dw:2]
 
 

@@ -77,8 +77,13 @@ def resize(src: Any, dsize: Any = None, fx: float | None = None, fy: float | Non
     interp = _interp(interpolation)
     out = node
     if (dh, dw) != (h, w) or interp == 3:
-        out = B.make_node("resize_image", (node,), {"size": (dh, dw), "interp": interp, "scale": (sy, sx)},
+        # a pending RGB<->BGR swap (e.g. from imread) commutes with resizing: swap the smaller result instead
+        swapped = node.op == "cvt_color" and node.attrs.get("code") == 4 and node.value is None
+        src = node.inputs[0] if swapped else node
+        out = B.make_node("resize_image", (src,), {"size": (dh, dw), "interp": interp, "scale": (sy, sx)},
                           fmt="NHWC")
+        if swapped:
+            out = B.make_node("cvt_color", (out,), {"code": 4}, fmt="NHWC")
     return _post(out, code, mean, norm)
 
 

@@ -39,20 +39,25 @@ def _ext(name: str) -> str:
     return "." + name.rsplit(".", 1)[1].lower()
 
 
-def _decode(src: Any, flag: int, what: str) -> np.ndarray:
-    """Decode a file path or a binary stream into an HWC array (BGR uint8, gray uint8 or BGR float32)."""
+def _decode(src: Any, flag: int, what: str) -> tuple[np.ndarray, bool]:
+    """Decode a file path or a binary stream into an HWC uint8 array: (pixels, is_rgb). Colour images come
+    back in RGB order (Pillow's fastest export); the caller swaps them to BGR with a ``cvt_color`` node."""
     Image, ImageOps = _pil()
     try:
         im = Image.open(src)
         gray = flag == IMREAD_GRAYSCALE
         if im.format == "JPEG" and im.mode in ("RGB", "L", "YCbCr"):
             im.draft("L" if gray else "RGB", im.size)  # let libjpeg do the colour conversion, as OpenCV does
-        im = ImageOps.exif_transpose(im)
+        if im.getexif().get(0x0112, 1) != 1:  # EXIF orientation, applied as OpenCV does
+            im = ImageOps.exif_transpose(im)
+        rgb = False
         if gray and im.mode == "L":
             arr = np.asarray(im)
         elif gray:
             from ._color import bgr_to_gray_u8
             arr = bgr_to_gray_u8(_to_bgr(im))
+        elif im.mode == "RGB":
+            arr, rgb = np.asarray(im), True
         else:
             arr = _to_bgr(im)
     except FileNotFoundError:
@@ -61,9 +66,19 @@ def _decode(src: Any, flag: int, what: str) -> np.ndarray:
         raise ValueError(f"cannot decode image {what}: {exc}") from None
     if arr.ndim == 2:
         arr = arr[:, :, None]
+    return np.ascontiguousarray(arr), rgb
+
+
+def _image(arr: np.ndarray, rgb: bool, flag: int):
+    """The image Var: RGB data goes through a lazy RGB->BGR ``cvt_color`` node; ANYDEPTH casts to float32."""
+    from ..ops import build as B
+    from ._color import cvt_node
+    node = image_var(arr)._node
+    if rgb:
+        node = cvt_node(node, 4)
     if flag == IMREAD_ANYDEPTH:
-        arr = arr.astype(np.float32)
-    return np.ascontiguousarray(arr)
+        node = B.make_node("cast", (node,), {"dtype": np.dtype(np.float32)}, fmt="NHWC")
+    return B.wrap(node)
 
 
 def _to_bgr(im) -> np.ndarray:
@@ -85,7 +100,7 @@ def imread(filename: str, flag: int = IMREAD_COLOR):
         raise FileNotFoundError(f"imread: no such file: {path!r}")
     if os.path.isdir(path):
         raise IsADirectoryError(f"imread: {path!r} is a directory")
-    return image_var(_decode(path, int(flag), repr(path)))
+    return _image(*_decode(path, int(flag), repr(path)), int(flag))
 
 
 def imdecode(buf: Any, flag: int = IMREAD_COLOR):
@@ -97,7 +112,7 @@ def imdecode(buf: Any, flag: int = IMREAD_COLOR):
         data = np.asarray(arr).astype(np.uint8, copy=False).tobytes()
     if not data:
         raise ValueError("imdecode: empty buffer")
-    return image_var(_decode(io.BytesIO(data), int(flag), f"from a {len(data)}-byte buffer"))
+    return _image(*_decode(io.BytesIO(data), int(flag), f"from a {len(data)}-byte buffer"), int(flag))
 
 
 def _params(params: Sequence[int] | None) -> dict[int, int]:

@@ -8,7 +8,7 @@ import sys
 from typing import Any
 
 #: Current settings (read by the compiler/backends; plain data so importing this is free).
-settings: dict[str, Any] = {"lazy": True, "lazy_mode": 0, "threads": 4, "backend": 0, "precision": 0}
+settings: dict[str, Any] = {"lazy": False, "lazy_mode": 0, "threads": 4, "backend": 0, "precision": 0}
 
 
 def lazy_eval(lazy: bool) -> None:
@@ -57,6 +57,12 @@ def _apply_threads(n: int) -> None:
     setter = _openblas_setter()
     if setter is not None:
         setter(max(1, min(n, os.cpu_count() or 1)))
+    compiler = sys.modules.get("mnnjit.compiler")
+    if compiler is not None and "numba" in sys.modules:  # keep the compiler's own thread setting in step
+        try:
+            compiler.set_num_threads(n)
+        except Exception:  # pragma: no cover - compiler without a usable threading layer
+            pass
     numba = sys.modules.get("numba")
     if numba is not None:
         try:

@@ -1,4 +1,4 @@
-"""Graph utilities of MNN.expr: get_inputs_and_outputs and jsonop (an op described in MNN's JSON)."""
+"""MNN.expr.jsonop: build an op described in MNN's JSON op format."""
 from __future__ import annotations
 
 import json
@@ -27,17 +27,6 @@ _UNARY_NAMES = {"ABS": 0, "NEG": 1, "FLOOR": 2, "CEIL": 3, "SQUARE": 4, "SQRT": 
                 "BNLL": 17, "ACOSH": 18, "SINH": 19, "ASINH": 20, "ATANH": 21, "SIGN": 22, "ROUND": 23, "COSH": 24,
                 "ERF": 25, "ERFC": 26, "ERFINV": 27, "EXPM1": 28, "SIGMOID": 29, "TANH": 30, "HARDSWISH": 31,
                 "GELU": 32, "GELU_STANDARD": 33, "SILU": 34}
-
-
-def get_inputs_and_outputs(allVariable: dict) -> tuple[dict, dict]:  # noqa: N803
-    """Split a name -> Var dict into its inputs (placeholders) and outputs (Vars no other Var uses)."""
-    used: set[int] = set()
-    for v in allVariable.values():
-        for n in v._node.inputs:
-            used.add(id(n))
-    inputs = {k: v for k, v in allVariable.items() if v._node.op == "placeholder"}
-    outputs = {k: v for k, v in allVariable.items() if id(v._node) not in used and v._node.op != "placeholder"}
-    return inputs, outputs
 
 
 def _enum(value: Any, names: dict) -> int:

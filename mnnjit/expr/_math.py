@@ -37,7 +37,10 @@ def _reduce(op: str, name: str, as_bool: bool = False):
         n = C.node(x)
         if as_bool:
             n = B.make_node("not_equal", (n, B.scalar_node(0, n.dtype)))
-        return B.reduce("reduce_" + op, n, _axes(axis, len(n.shape)), bool(keepdims))
+        out = B.reduce("reduce_" + op, n, _axes(axis, len(n.shape)), bool(keepdims))
+        if op == "mean" and n.dtype.kind in "iu":  # MNN keeps the integer dtype (truncating division)
+            out = B.cast(out, n.dtype)
+        return out
     fn.__name__ = name
     fn.__doc__ = f"{name}(x, axis=[], keepdims=False): reduce over ``axis`` (all axes when empty)."
     return fn
@@ -65,13 +68,10 @@ def argmin(x: Any, axis: int = 0) -> Var:
 # ---------------------------------------------------------------- matmul
 
 def matmul(a: Any, b: Any, transposeA: bool = False, transposeB: bool = False) -> Var:  # noqa: N803
-    """Matrix product with optional transposes of the last two axes (batched when 3-D or more)."""
-    na, nb = C.node(a), C.node(b)
+    """Matrix product with optional transposes of the last two axes (batched when 3-D or more); float32."""
+    na, nb = C.as_float(C.node(a)), C.as_float(C.node(b))
     if len(na.shape) < 2 or len(nb.shape) < 2:
         raise ValueError(f"matmul: inputs must be at least 2-D, got {list(na.shape)} and {list(nb.shape)}")
-    from .._dtypes import result_dtype
-    dt = result_dtype(na.dtype, nb.dtype)
-    na, nb = B.cast_node(na, dt), B.cast_node(nb, dt)
     if not transposeA and not transposeB:
         return B.matmul(na, nb)
     attrs = {"transpose_a": bool(transposeA), "transpose_b": bool(transposeB), "act": ""}
@@ -138,10 +138,10 @@ def setdiff1d(x: Any, y: Any) -> Var:
 
 
 def where(x: Any) -> Var:
-    """Coordinates (int32 [count, ndim]) of the non-zero elements of ``x`` (TF ``where``)."""
-    v = C.var(x)
-    return _mnp().argwhere(v) if hasattr(_mnp(), "argwhere") else \
-        B.wrap(B.as_node(np.argwhere(v.read_view()).astype(np.int32)))
+    """Coordinates (int32 [count, ndim]) of the elements of ``x`` that are > 0 (as MNN documents)."""
+    n = C.node(x)
+    pos = B.binary("greater", B.wrap(n), B.wrap(B.scalar_node(0, n.dtype)))
+    return _mnp().argwhere(pos)
 
 
 def select(cond: Any, x: Any, y: Any) -> Var:
@@ -155,13 +155,14 @@ def _eltwise(op: str, name: str):
     def fn(x: Any, y: Any, coeff: Sequence[float] = ()) -> Var:
         c = C.floats(coeff) if coeff is not None else []
         a, b = C.var(x), C.var(y)
-        if c and op in ("add", "sub"):
+        if c:
+            # MNN: with coefficients every Eltwise type computes the weighted sum c0*x + c1*y
             if len(c) != 2:
                 raise ValueError(f"{name}: coeff must be empty or have 2 values, got {c}")
-            a, b = B.binary("mul", a, c[0]), B.binary("mul", b, c[1])
+            return B.binary("add", B.binary("mul", a, c[0]), B.binary("mul", b, c[1]))
         return B.binary(op, a, b)
     fn.__name__ = name
-    fn.__doc__ = f"{name}(x, y, coeff): Caffe Eltwise {op} (coeff [a, b] weights the sum/difference)."
+    fn.__doc__ = f"{name}(x, y, coeff): Caffe Eltwise {op}; a 2-value coeff gives c0*x + c1*y (as MNN)."
     return fn
 
 
@@ -224,12 +225,11 @@ def zeros_like(x: Any) -> Var:
 
 
 def randomuniform(shape: Any, dtype: Any = None, low: float = 0.0, high: float = 1.0, seed0: int = 0,
-                  seed1: int = 0) -> Var:
-    """Uniform random values in [low, high) (reproducible for fixed seeds; mnnjit's generator, not MNN's)."""
+                  seed1: int = 1) -> Var:
+    """Uniform random values in [low, high): deterministic for given seeds, as MNN (whose stream differs)."""
     dims = tuple(C.ints(shape, "shape"))
     dt = F32 if dtype is None else as_np_dtype(dtype)
-    seed = (int(seed0) << 32) ^ int(seed1) if (seed0 or seed1) else None
-    rng = np.random.default_rng(seed)
+    rng = np.random.default_rng([int(seed0) & 0xFFFFFFFF, int(seed1) & 0xFFFFFFFF])
     vals = rng.uniform(float(low), float(high), size=dims)
     arr = np.floor(vals).astype(dt) if dt.kind in "iu" else vals.astype(dt)
     return B.wrap(B.as_node(arr))

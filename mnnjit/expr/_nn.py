@@ -7,12 +7,11 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from .._dtypes import F32, I32
 from ..ops import build as B
 from ..ops import nn_conv, nn_pool, nn_resize
 from ..var import Var
 from . import _common as C
-from ._enums import AVEPOOL, BILINEAR, CAFFE, NEAREST, SAME, VALID, Padding_Mode
+from ._enums import AVEPOOL, BILINEAR, NEAREST, VALID, Padding_Mode
 
 
 def _pad_mode(mode: Any) -> str:
@@ -35,8 +34,9 @@ def _conv_pads(mode: str, padding: Sequence[int], kernel_hw, in_hw, stride, dila
     return (py, py, px, px)
 
 
-def conv2d(input: Any, weight: Any, bias: Any, stride: Sequence[int] = (1, 1), padding: Sequence[int] = (0, 0),  # noqa: A002
-           dilate: Sequence[int] = (1, 1), group: int = 1, padding_mode: Any = VALID) -> Var:
+def conv2d(input: Any, weight: Any, bias: Any, stride: Sequence[int] = (1, 1),  # noqa: A002
+           padding: Sequence[int] = (0, 0), dilate: Sequence[int] = (1, 1), group: int = 1,
+           padding_mode: Any = VALID) -> Var:
     """2-D convolution of NC4HW4 ``input`` with ``weight`` [O, I/group, kh, kw] and ``bias`` [O].
 
     ``stride``, ``padding`` and ``dilate`` are (x, y) pairs as in MNN; the result is NC4HW4.
@@ -223,7 +223,8 @@ def bias_add(value: Any, bias: Any) -> Var:
     return B.binary("add", v, b)
 
 
-def normalize(x: Any, acrossSpatial: int, channelShared: int, eps: float, scale: Sequence[float]) -> Var:  # noqa: N803,A002
+def normalize(x: Any, acrossSpatial: int, channelShared: int, eps: float,  # noqa: N803
+              scale: Sequence[float]) -> Var:
     """L2 normalisation over channels (and space when ``acrossSpatial``), times ``scale``."""
     v = C.var(x)
     n = C.as_float(v._node)
@@ -267,7 +268,8 @@ def space_to_batch_nd(x: Any, block_shape: Any, paddings: Any) -> Var:
     v = C.var(x)
     if len(v.shape) != 4 or v._node.fmt != "NC4HW4":
         raise RuntimeError("parameter x must be 4-D w/ NC4HW4 format")
-    out = B.make_node("space_to_batch", (v._node,), {"block": _block(block_shape), "pads": _pairs(paddings, "paddings")})
+    attrs = {"block": _block(block_shape), "pads": _pairs(paddings, "paddings")}
+    out = B.make_node("space_to_batch", (v._node,), attrs)
     return B.wrap(out)
 
 
@@ -393,21 +395,24 @@ def detection_post_process(encode_boxes: Any, class_predictions: Any, anchors: A
 
 # ---------------------------------------------------------------- quantisation
 
+def _flip_sign_bit(v: Var) -> Var:
+    """int8 values with the sign bit flipped (v - 128 for v >= 0, v + 128 otherwise): MNN's int8 storage."""
+    return B.select(B.binary("greater_equal", v, 0), B.binary("sub", v, 128), B.binary("add", v, 128))
+
+
 def quant(var: Any, scale: Any, min: int = -128, max: int = 127, zero: int = 0) -> Var:  # noqa: A002
-    """``int8(clamp(round(x / scale + zero), min, max))``."""
+    """int8 quantisation as real MNN computes it: ``v = clamp(round(x * scale), -128, 127)`` stored with the
+    sign bit flipped (the docs' example output; ``min``/``max``/``zero`` do not change MNN's result)."""
     x = C.as_float(C.node(var))
     s = C.as_float(C.node(scale))
-    y = B.binary("add", B.unary("round", B.binary("div", B.wrap(x), B.wrap(s))), float(zero))
-    y = B.wrap(B.make_node("clip", (y._node,), {"lo": float(min), "hi": float(max)}))
-    out = B.cast(y, np.int8)
+    v = B.unary("round", B.binary("mul", B.wrap(x), B.wrap(s)))
+    v = B.cast(B.wrap(B.make_node("clip", (v._node,), {"lo": -128.0, "hi": 127.0})), np.int32)
+    out = B.cast(_flip_sign_bit(v), np.int8)
     return C.restore_fmt(out._node, C.node(var).fmt)
 
 
 def dequant(var: Any, scale: Any, zero: int = 0) -> Var:
-    """``(x - zero) * scale`` as float32."""
-    x = C.as_float(C.node(var))
-    out = B.binary("mul", B.binary("sub", B.wrap(x), float(zero)), C.as_float(C.node(scale)))
-    return C.restore_fmt(out._node, C.node(var).fmt)
-
-
-_ = (F32, I32, CAFFE, SAME)
+    """Inverse of :func:`quant` as real MNN computes it: ``(flip(q) - zero) * scale`` (float32)."""
+    q = B.cast(C.node(var), np.int32)
+    out = B.binary("mul", B.binary("sub", _flip_sign_bit(q), int(zero)), C.as_float(C.node(scale)))
+    return C.restore_fmt(B.cast(out, np.float32)._node, C.node(var).fmt)

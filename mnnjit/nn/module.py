@@ -76,7 +76,12 @@ class Module:
     def _plan(self, sig: tuple) -> ExecutionPlan:
         if sig == self._last_sig:
             return self._last_plan
-        plan = self._program.plan(sig)
+        rt = self._rt
+        if rt is not None and (rt.precision == 2 or rt.memory == 2):
+            from ..precision import plan_for_modes   # fp16 storage / quantized weights (CPU)
+            plan = plan_for_modes(self._program, sig, rt.precision, rt.memory)
+        else:
+            plan = self._program.plan(sig)
         self._last_sig, self._last_plan = sig, plan
         return plan
 

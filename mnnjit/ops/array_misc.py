@@ -374,7 +374,7 @@ register(OpDef("nextafter", "elementwise", _bin_same, lambda xs, at: np.nextafte
                scalar="np.nextafter(a, b)"))
 register(OpDef("ldexp", "elementwise", lambda i, a: (broadcast_shape(i[0].shape, i[1].shape), i[0].dtype),
                lambda xs, at: np.ldexp(xs[0], xs[1]), scalar="math.ldexp(a, b)"))
-register(OpDef("spacing", "elementwise", _same, lambda xs, at: np.spacing(xs[0]), scalar="np.spacing(a)"))
+register(OpDef("spacing", "elementwise", _same, lambda xs, at: np.spacing(xs[0])))  # Numba computes it in float64
 register(OpDef("i0", "elementwise", _same, lambda xs, at: np.i0(xs[0].astype(np.float64)), scalar="np.i0(a)"))
 register(OpDef("cbrt", "elementwise", _same, lambda xs, at: np.cbrt(xs[0]),
                scalar="math.copysign(abs(a) ** (1.0 / 3.0), a)"))

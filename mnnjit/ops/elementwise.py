@@ -110,7 +110,7 @@ _UNARY = {
     "abs": (np.abs, "abs(a)"),
     "square": (np.square, "(a * a)"),
     "sqrt": (np.sqrt, "math.sqrt(a) if a >= 0 else math.nan"),
-    "rsqrt": (lambda x: 1 / np.sqrt(x), "(1.0 / math.sqrt(a)) if a > 0 else (math.inf if a == 0 else math.nan)"),
+    "rsqrt": (lambda x: 1 / np.sqrt(x), "(1.0 / math.sqrt(a)) if a > 0 else (math.copysign(math.inf, a) if a == 0 else math.nan)"),
     "exp": (np.exp, "math.exp(a) if a < 88.8 else math.inf"),
     "expm1": (np.expm1, "math.expm1(a) if a < 88.8 else math.inf"),
     "log": (np.log, "(math.log(a) if a > 0 else (-math.inf if a == 0 else math.nan))"),

@@ -616,19 +616,12 @@ def _infer(inputs, attrs):
 
 
 def _ref(xs, attrs):
-    x = xs[0]
-    code = attrs["code"]
-    if x.dtype == np.uint8 and x.size >= KERNEL_THRESHOLD and code in FAST_CODES:
-        from ..backends.cpu import cv_kernels
-        return cv_kernels.cvt_color(x, code)
     with np.errstate(all="ignore"):
-        return cvt_color_ref(x, code)
+        return cvt_color_ref(xs[0], attrs["code"])
 
 
-#: Image size (elements) from which the Numba kernels run instead of numpy (measured: see docs/notes/cv.md).
-KERNEL_THRESHOLD = 1 << 16
-#: Codes with a hand-written Numba kernel for uint8 data.
+#: Codes with a hand-written Numba kernel for uint8 data (mnnjit/backends/cpu/kernels_cv.py).
 FAST_CODES = frozenset({0, 1, 2, 3, 4, 5, 6, 7, 10, 11, 8, 9})
 
 register(OpDef("cvt_color", "opaque", _infer, _ref, mnn_type="ImageProcess",
-               doc="cv2.cvtColor on an HWC image", extra={"kernel": "cv_kernels.cvt_color"}))
+               doc="cv2.cvtColor on an HWC image"))

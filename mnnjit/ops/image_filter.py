@@ -18,10 +18,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .image_geometry import CV_BORDER_CONSTANT, border_index
+from .image_geometry import CV_BORDER_CONSTANT, border_index  # noqa: F401
 from .registry import OpDef, register
-
-KERNEL_THRESHOLD = 1 << 16
 
 
 def cast_round(v: np.ndarray, dtype: np.dtype) -> np.ndarray:
@@ -47,11 +45,31 @@ def pad_image(x: np.ndarray, top: int, bottom: int, left: int, right: int, borde
     return out
 
 
-def sep_filter_ref(x: np.ndarray, kx, ky, anchor, border: int, delta: float, dtype, square: bool = False):
-    """Separable correlation (OpenCV's sepFilter2D) of an HWC image."""
+def fixed_taps(k) -> np.ndarray | None:
+    """Smoothing taps as integers with 8 fractional bits summing to 256 (None for other kernels)."""
+    k = np.asarray(k, np.float64)
+    if (k < 0).any() or abs(k.sum() - 1) > 1e-6:
+        return None
+    q = np.rint(k * 256)
+    q[len(q) // 2] += 256 - q.sum()
+    return q
+
+
+def sep_filter_ref(x: np.ndarray, kx, ky, anchor, border: int, delta: float, dtype, square: bool = False,
+                   fixed: bool = False):
+    """Separable correlation (OpenCV's sepFilter2D) of an HWC image. ``fixed``: uint8 smoothing with 8-bit
+    fixed-point taps and (sum + 2^15) >> 16 rounding, as OpenCV's bit-exact GaussianBlur."""
+    ax, ay = anchor
+    qx, qy = (fixed_taps(kx), fixed_taps(ky)) if fixed else (None, None)
+    if (qx is not None and qy is not None and x.dtype == np.uint8 and np.dtype(dtype) == np.uint8 and not delta
+            and len(qx) <= 5 and len(qy) <= 5):  # OpenCV's bit-exact path (longer kernels: float, +-1)
+        p = pad_image(x.astype(np.int64), ay, len(qy) - 1 - ay, ax, len(qx) - 1 - ax, border)
+        h, w = x.shape[:2]
+        tmp = sum(p[:, j:j + w] * int(qx[j]) for j in range(len(qx)))
+        out = sum(tmp[i:i + h] * int(qy[i]) for i in range(len(qy)))
+        return ((out + 32768) >> 16).astype(np.uint8)
     kx = np.asarray(kx, np.float64)
     ky = np.asarray(ky, np.float64)
-    ax, ay = anchor
     acc = np.float64 if (len(kx) > 7 or len(ky) > 7 or square) else np.float32
     src = x.astype(acc)
     if square:
@@ -71,17 +89,12 @@ def _sep_infer(inputs, attrs):
 
 def _sep_op(xs, attrs):
     x = xs[0]
-    if (x.dtype == np.uint8 and np.dtype(attrs["dtype"]) in (np.uint8, np.float32) and not attrs.get("square")
-            and x.size >= KERNEL_THRESHOLD and len(attrs["kx"]) <= 31 and len(attrs["ky"]) <= 31):
-        from ..backends.cpu import cv_kernels
-        return cv_kernels.sep_filter_u8(x, attrs["kx"], attrs["ky"], attrs["anchor"], attrs["border"],
-                                        attrs["delta"], np.dtype(attrs["dtype"]))
     return sep_filter_ref(x, attrs["kx"], attrs["ky"], attrs["anchor"], attrs["border"], attrs["delta"],
-                          attrs["dtype"], attrs.get("square", False))
+                          attrs["dtype"], attrs.get("square", False), attrs.get("fixed", False))
 
 
 register(OpDef("sep_filter", "opaque", _sep_infer, _sep_op, mnn_type="Convolution",
-               doc="separable 2-D correlation", extra={"kernel": "cv_kernels.sep_filter_u8"}))
+               doc="separable 2-D correlation"))
 
 
 def filter2d_ref(x: np.ndarray, kernel, anchor, border: int, delta: float, dtype) -> np.ndarray:

@@ -10,6 +10,7 @@ Warps (attrs ``M``: the inverse map dst->src as a flat tuple, ``size``, ``interp
 """
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -21,7 +22,6 @@ INTER_LINEAR_EXACT, INTER_NEAREST_EXACT = 5, 6
 # OpenCV's border codes (the cv front end maps MNN's codes to these)
 CV_BORDER_CONSTANT, CV_BORDER_REPLICATE, CV_BORDER_REFLECT, CV_BORDER_WRAP, CV_BORDER_REFLECT_101 = 0, 1, 2, 3, 4
 CV_BORDER_TRANSPARENT = 5
-KERNEL_THRESHOLD = 1 << 15
 
 
 # ----------------------------------------------------------------------------- resize tap tables
@@ -157,48 +157,63 @@ def _cast_out(v: np.ndarray, dtype: np.dtype) -> np.ndarray:
     return v.astype(dtype)
 
 
-def resize_ref(x: np.ndarray, oh: int, ow: int, interp: int, sy: float, sx: float) -> np.ndarray:
-    """cv2.resize of an HWC image to (oh, ow) with source/destination scales (sy, sx) (numpy reference)."""
-    h, w = x.shape[:2]
+def resize_plan(h: int, w: int, oh: int, ow: int, interp: int, sy: float, sx: float, dtype: np.dtype) -> tuple:
+    """How cv2.resize computes this case: ("nearest", yi, xi), ("area_int", isy, isx), ("linear_u8", taps),
+    ("int_taps", yi, by, xi, ax) with 11-bit integer weights, or ("float_taps", yi, yw, xi, xw)."""
     if interp in (INTER_NEAREST, INTER_NEAREST_EXACT):
         if interp == INTER_NEAREST:
             yi = np.minimum(np.floor(np.arange(oh) * sy).astype(np.int64), h - 1)
             xi = np.minimum(np.floor(np.arange(ow) * sx).astype(np.int64), w - 1)
-        else:
+        else:  # pixel-centre nearest (OpenCV's bit-exact variant may pick the neighbour at exact ties)
             yi = np.minimum(np.floor((np.arange(oh) + 0.5) * sy).astype(np.int64), h - 1)
             xi = np.minimum(np.floor((np.arange(ow) + 0.5) * sx).astype(np.int64), w - 1)
-        return x[yi][:, xi]
+        return ("nearest", yi, xi)
+    u8 = np.dtype(dtype) == np.uint8
     if interp == INTER_AREA:
         isx, isy = round(sx), round(sy)
-        if sx >= 1 and sy >= 1 and abs(sx - isx) < 1e-9 and abs(sy - isy) < 1e-9 and x.dtype == np.uint8:
-            c = x.shape[2]
-            blk = x[: oh * isy, : ow * isx].reshape(oh, isy, ow, isx, c).astype(np.int32).sum((1, 3))
-            if isx * isy == 4:  # OpenCV's 2x2 fast path: (sum + 2) >> 2
-                return ((blk + 2) >> 2).astype(np.uint8)
-            return _cast_out(blk.astype(np.float32) * np.float32(1.0 / (isx * isy)), x.dtype)
+        if sx >= 1 and sy >= 1 and abs(sx - isx) < 1e-9 and abs(sy - isy) < 1e-9 and u8:
+            return ("area_int", isy, isx)
         if sx >= 1 and sy >= 1:
-            yi, yw = area_taps(h, oh, sy)
-            xi, xw = area_taps(w, ow, sx)
-            return _cast_out(_apply_taps(_apply_taps(x, yi, yw, 0), xi, xw, 1), x.dtype)
+            return ("float_taps",) + area_taps(h, oh, sy) + area_taps(w, ow, sx)
         # enlarging along any axis: OpenCV runs its linear resize with "area" coefficients on both axes
         taps = (area_up_taps(h, oh, sy), area_up_taps(w, ow, sx))
-        if x.dtype == np.uint8:
-            return _linear_u8(x, oh, ow, sy, sx, taps)
-        (yi, yw), (xi, xw) = taps
-        return _cast_out(_apply_taps(_apply_taps(x, yi, yw, 0), xi, xw, 1), x.dtype)
-    if interp in (INTER_LINEAR, INTER_LINEAR_EXACT) and x.dtype == np.uint8:
-        return _linear_u8(x, oh, ow, sy, sx)
+        if u8:
+            return ("linear_u8", taps)
+        return ("float_taps",) + taps[0] + taps[1]
+    if interp in (INTER_LINEAR, INTER_LINEAR_EXACT) and u8:
+        return ("linear_u8", None)
     if interp not in (INTER_LINEAR, INTER_LINEAR_EXACT, INTER_CUBIC, INTER_LANCZOS4):
         raise ValueError(f"resize: unknown interpolation {interp}")
     kind = INTER_LINEAR if interp == INTER_LINEAR_EXACT else interp
     yi, yw = linear_taps(h, oh, sy, kind)
     xi, xw = linear_taps(w, ow, sx, kind)
-    if x.dtype == np.uint8:  # cubic / lanczos: 11-bit integer weights, 22-bit descale
-        ax = np.rint(xw * 2048).astype(np.int64)
-        by = np.rint(yw * 2048).astype(np.int64)
+    if u8:  # cubic / lanczos: 11-bit integer weights, 22-bit descale
+        return ("int_taps", yi, np.rint(yw * 2048).astype(np.int64), xi, np.rint(xw * 2048).astype(np.int64))
+    return ("float_taps", yi, yw, xi, xw)
+
+
+def resize_ref(x: np.ndarray, oh: int, ow: int, interp: int, sy: float, sx: float) -> np.ndarray:
+    """cv2.resize of an HWC image to (oh, ow) with source/destination scales (sy, sx) (numpy reference)."""
+    h, w = x.shape[:2]
+    plan = resize_plan(h, w, oh, ow, interp, sy, sx, x.dtype)
+    kind = plan[0]
+    if kind == "nearest":
+        return x[plan[1]][:, plan[2]]
+    if kind == "area_int":
+        isy, isx = plan[1], plan[2]
+        c = x.shape[2]
+        blk = x[: oh * isy, : ow * isx].reshape(oh, isy, ow, isx, c).astype(np.int32).sum((1, 3))
+        if isx * isy == 4:  # OpenCV's 2x2 fast path: (sum + 2) >> 2
+            return ((blk + 2) >> 2).astype(np.uint8)
+        return _cast_out(blk.astype(np.float32) * np.float32(1.0 / (isx * isy)), x.dtype)
+    if kind == "linear_u8":
+        return _linear_u8(x, oh, ow, sy, sx, plan[1])
+    if kind == "int_taps":
+        yi, by, xi, ax = plan[1:]
         hx = sum(x[:, xi[:, k]].astype(np.int64) * ax[None, :, k, None] for k in range(xi.shape[1]))
         v = sum(hx[yi[:, k]] * by[:, k, None, None] for k in range(yi.shape[1]))
         return np.clip((v + (1 << 21)) >> 22, 0, 255).astype(np.uint8)
+    yi, yw, xi, xw = plan[1:]
     return _cast_out(_apply_taps(_apply_taps(x, yi, yw, 0), xi, xw, 1), x.dtype)
 
 
@@ -209,19 +224,13 @@ def _resize_infer(inputs, attrs):
 
 
 def _resize_op(xs, attrs):
-    x = xs[0]
     oh, ow = attrs["size"]
     sy, sx = attrs["scale"]
-    interp = attrs["interp"]
-    if (interp in (INTER_LINEAR, INTER_LINEAR_EXACT) and x.dtype in (np.uint8, np.float32)
-            and x.size + oh * ow * x.shape[2] >= KERNEL_THRESHOLD):
-        from ..backends.cpu import cv_kernels
-        return cv_kernels.resize_linear(x, oh, ow, sy, sx)
-    return resize_ref(x, oh, ow, interp, sy, sx)
+    return resize_ref(xs[0], oh, ow, attrs["interp"], sy, sx)
 
 
 register(OpDef("resize_image", "opaque", _resize_infer, _resize_op, mnn_type="ImageProcess",
-               doc="cv2.resize of an HWC image", extra={"kernel": "cv_kernels.resize_linear"}))
+               doc="cv2.resize of an HWC image"))
 
 
 # ----------------------------------------------------------------------------- border handling
@@ -260,8 +269,30 @@ def _sample(x: np.ndarray, yi: np.ndarray, xi: np.ndarray, border: int, value: t
     return out
 
 
+@functools.lru_cache(maxsize=4)
+def remap_int_table(interp: int) -> np.ndarray:
+    """OpenCV's 15-bit 2-D interpolation table for 1/32-pixel fractions: [32*32, ks*ks] int64, each row
+    rounded from the float products and corrected to sum to 2^15 at its largest/smallest central weight."""
+    ks = 4 if interp == INTER_CUBIC else 8
+    f = np.arange(32, dtype=np.float32) / np.float32(32)
+    k1 = _cubic_coeffs(f) if ks == 4 else _lanczos_coeffs(f)
+    tab = (k1[:, None, :, None] * k1[None, :, None, :]).astype(np.float32)  # [fy, fx, ky, kx]
+    itab = np.clip(np.rint(tab.astype(np.float64) * 32768), -32768, 32767).astype(np.int64).reshape(1024, ks, ks)
+    c = ks // 2
+    for row in itab:  # a 1024-entry table, built once
+        diff = int(row.sum()) - 32768
+        if diff:
+            blk = row[c:c + 2, c:c + 2]
+            if diff < 0:
+                a, b = np.unravel_index(int(np.argmax(blk)), blk.shape)
+            else:
+                a, b = np.unravel_index(int(np.argmin(blk)), blk.shape)
+            row[c + a, c + b] -= diff
+    return itab.reshape(1024, ks * ks)
+
+
 def remap_ref(x: np.ndarray, mx: np.ndarray, my: np.ndarray, interp: int, border: int,
-              value: tuple) -> np.ndarray:
+              value: tuple, fixed: tuple | None = None) -> np.ndarray:
     """Sample ``x`` at float coordinates (mx, my) as cv2.remap does: nearest rounds, bilinear lerps in
     float32 (OpenCV 5's warp kernels), cubic/Lanczos use 1/32-pixel tables with 15-bit uint8 weights."""
     if interp == INTER_NEAREST:
@@ -276,8 +307,11 @@ def remap_ref(x: np.ndarray, mx: np.ndarray, my: np.ndarray, interp: int, border
         off = 1 if interp == INTER_CUBIC else 3
     else:
         ks, off = 2, 0
-    ix = np.rint(mx.astype(np.float64) * 32).astype(np.int64)
-    iy = np.rint(my.astype(np.float64) * 32).astype(np.int64)
+    if fixed is not None:  # coordinates already in 1/32 pixels (warpAffine's fixed-point mapping)
+        ix, iy = fixed
+    else:
+        ix = np.rint(mx.astype(np.float64) * 32).astype(np.int64)
+        iy = np.rint(my.astype(np.float64) * 32).astype(np.int64)
     x0, y0 = ix >> 5, iy >> 5
     fx = (ix & 31).astype(np.float32) / 32
     fy = (iy & 31).astype(np.float32) / 32
@@ -289,15 +323,15 @@ def remap_ref(x: np.ndarray, mx: np.ndarray, my: np.ndarray, interp: int, border
     else:
         wx, wy = _lanczos_coeffs(fx), _lanczos_coeffs(fy)
     if x.dtype == np.uint8:
-        # 15-bit weights (INTER_REMAP_COEF_BITS), rounded as OpenCV's table
-        wts = np.rint(wy[..., :, None] * wx[..., None, :] * 32768).astype(np.int64)
-        acc = np.zeros(mx.shape + (x.shape[2],), np.int64)
+        # 15-bit weights (INTER_REMAP_COEF_BITS) from OpenCV's corrected table
+        wts = remap_int_table(interp)[(iy & 31) * 32 + (ix & 31)].reshape(ix.shape + (ks, ks))
+        acc = np.zeros(ix.shape + (x.shape[2],), np.int64)
         for a in range(ks):
             for b in range(ks):
                 s = _sample(x, y0 - off + a, x0 - off + b, border, value).astype(np.int64)
                 acc += s * wts[..., a, b, None]
         return np.clip((acc + (1 << 14)) >> 15, 0, 255).astype(np.uint8)
-    acc = np.zeros(mx.shape + (x.shape[2],), np.float32)
+    acc = np.zeros(ix.shape + (x.shape[2],), np.float32)
     for a in range(ks):
         for b in range(ks):
             s = _sample(x, y0 - off + a, x0 - off + b, border, value)
@@ -324,6 +358,25 @@ def bilinear_float(x: np.ndarray, mx: np.ndarray, my: np.ndarray, border: int, v
     return v0 + ay * (v1 - v0)
 
 
+def cubic_float(x: np.ndarray, mx: np.ndarray, my: np.ndarray, border: int, value: tuple) -> np.ndarray:
+    """Bicubic sampling in float32 with unquantised fractions, rows first (OpenCV 5's warp kernels)."""
+    mx = mx.astype(np.float32)
+    my = my.astype(np.float32)
+    x0 = np.floor(mx)
+    y0 = np.floor(my)
+    wx = _cubic_coeffs((mx - x0).astype(np.float32))
+    wy = _cubic_coeffs((my - y0).astype(np.float32))
+    x0 = x0.astype(np.int64)
+    y0 = y0.astype(np.int64)
+    acc = np.zeros(mx.shape + (x.shape[2],), np.float32)
+    for a in range(4):
+        row = np.zeros_like(acc)
+        for b in range(4):
+            row += _sample(x, y0 - 1 + a, x0 - 1 + b, border, value) * wx[..., b, None]
+        acc += row * wy[..., a, None]
+    return acc
+
+
 def affine_maps(M: tuple, oh: int, ow: int) -> tuple[np.ndarray, np.ndarray]:
     """Source coordinates of every destination pixel under the inverse affine map M (2x3, flat)."""
     m = np.asarray(M, np.float64).reshape(2, 3)
@@ -337,17 +390,23 @@ def affine_maps(M: tuple, oh: int, ow: int) -> tuple[np.ndarray, np.ndarray]:
 def perspective_maps(M: tuple, oh: int, ow: int) -> tuple[np.ndarray, np.ndarray]:
     """Source coordinates under the inverse homography M (3x3, flat)."""
     m = np.asarray(M, np.float64).reshape(3, 3)
-    ys, xs = np.mgrid[0:oh, 0:ow].astype(np.float64)
-    wv = m[2, 0] * xs + m[2, 1] * ys + m[2, 2]
-    wv = np.where(wv != 0, 1.0 / np.where(wv != 0, wv, 1), 0)
-    mx = (m[0, 0] * xs + m[0, 1] * ys + m[0, 2]) * wv
-    my = (m[1, 0] * xs + m[1, 1] * ys + m[1, 2]) * wv
+    xs = np.arange(ow, dtype=np.float32)[None, :]
+    ys = np.arange(oh, dtype=np.float64)[:, None]
+    with np.errstate(all="ignore"):  # float32 as OpenCV 5's warp kernels
+        wv = np.float32(m[2, 0]) * xs + (ys * m[2, 1] + m[2, 2]).astype(np.float32)
+        mx = (np.float32(m[0, 0]) * xs + (ys * m[0, 1] + m[0, 2]).astype(np.float32)) / wv
+        my = (np.float32(m[1, 0]) * xs + (ys * m[1, 1] + m[1, 2]).astype(np.float32)) / wv
     return mx, my
 
 
 def _clamp_maps(mx, my):
-    big = float(np.iinfo(np.int32).max // 64)
-    return np.clip(mx, -big, big).astype(mx.dtype), np.clip(my, -big, big).astype(my.dtype)
+    """Coordinates that are not finite or beyond 1e8 pixels become (-10, -10), as the Numba kernels do."""
+    with np.errstate(invalid="ignore"):
+        bad = ~((np.abs(mx) < 1e8) & (np.abs(my) < 1e8))
+    if bad.any():
+        mx = np.where(bad, -10, mx).astype(mx.dtype)
+        my = np.where(bad, -10, my).astype(my.dtype)
+    return mx, my
 
 
 def _warp_infer(inputs, attrs):
@@ -360,23 +419,38 @@ def _warp_affine_op(xs, attrs):
     x = xs[0]
     oh, ow = attrs["size"]
     interp, border, value = attrs["interp"], attrs["border"], attrs["value"]
-    if interp == INTER_LINEAR and x.dtype == np.uint8 and oh * ow * x.shape[2] >= KERNEL_THRESHOLD \
-            and border in (CV_BORDER_CONSTANT, CV_BORDER_REPLICATE):
-        from ..backends.cpu import cv_kernels
-        return cv_kernels.warp_affine_linear_u8(x, attrs["M"], oh, ow, border, value)
+    if interp == INTER_LANCZOS4:  # OpenCV's fixed-point warpAffine path
+        return remap_ref(x, None, None, interp, border, value, affine_fixed(attrs["M"], oh, ow))
     mx, my = _clamp_maps(*affine_maps(attrs["M"], oh, ow))
+    if interp == INTER_CUBIC:
+        return _cast_out(cubic_float(x, mx, my, border, value), x.dtype)
     return remap_ref(x, mx, my, interp, border, value)
+
+
+def affine_fixed(M: tuple, oh: int, ow: int) -> tuple[np.ndarray, np.ndarray]:
+    """warpAffine's source coordinates in 1/32 pixels for cubic/Lanczos (OpenCV's fixed-point path): row and
+    column terms rounded to 1/1024 pixel separately, plus half a 1/32 step, then shifted down."""
+    m = np.asarray(M, np.float64)
+    xs = np.arange(ow, dtype=np.float64)
+    ys = np.arange(oh, dtype=np.float64)[:, None]
+    ax = np.rint(m[0] * xs * 1024).astype(np.int64)
+    ay = np.rint(m[3] * xs * 1024).astype(np.int64)
+    x0 = np.rint((m[1] * ys + m[2]) * 1024).astype(np.int64)
+    y0 = np.rint((m[4] * ys + m[5]) * 1024).astype(np.int64)
+    return (x0 + ax + 16) >> 5, (y0 + ay + 16) >> 5
 
 
 def _warp_perspective_op(xs, attrs):
     x = xs[0]
     oh, ow = attrs["size"]
     mx, my = _clamp_maps(*perspective_maps(attrs["M"], oh, ow))
+    if attrs["interp"] == INTER_CUBIC:
+        return _cast_out(cubic_float(x, mx, my, attrs["border"], attrs["value"]), x.dtype)
     return remap_ref(x, mx, my, attrs["interp"], attrs["border"], attrs["value"])
 
 
 register(OpDef("warp_affine", "opaque", _warp_infer, _warp_affine_op, mnn_type="ImageProcess",
-               doc="cv2.warpAffine with an inverse map", extra={"kernel": "cv_kernels.warp_affine_linear_u8"}))
+               doc="cv2.warpAffine with an inverse map"))
 register(OpDef("warp_perspective", "opaque", _warp_infer, _warp_perspective_op, mnn_type="ImageProcess",
                doc="cv2.warpPerspective with an inverse map"))
 

@@ -19,7 +19,8 @@ from .registry import OpDef, register
 
 ACTS = ("", "relu", "relu6")
 
-#: Multiply-adds above which a depthwise convolution runs the Numba kernel (measured: docs/notes/expr.md).
+#: Multiply-adds above which the compiled path runs depthwise convolutions with the Numba kernel of
+#: ``mnnjit/backends/cpu/kernels_nn.py`` (measured: docs/notes/expr.md).
 DEPTHWISE_NUMBA_WORK = 1 << 23
 
 
@@ -59,7 +60,9 @@ def resolve_deconv_pads(in_hw: Sequence[int], kernel: Sequence[int], stride: Seq
                         pads: Sequence[int] = (0, 0, 0, 0)) -> tuple[int, int, int, int]:
     """Crop amounts ``(top, bottom, left, right)`` of a transposed convolution for a padding mode.
 
-    SAME makes the output ``in * stride``; the crop is split with the smaller half at the start.
+    SAME makes the output ``in * stride``; the start crop is ``max(0, k - s) // 2`` computed with the
+    undilated kernel (as real MNN does; the same as TF without dilation), the rest is cropped at the
+    end (a negative end crop grows the output with zeros plus bias).
     """
     mode = pad_mode.upper()
     if mode in ("CAFFE", "NOTSET", "EXPLICIT"):
@@ -70,12 +73,9 @@ def resolve_deconv_pads(in_hw: Sequence[int], kernel: Sequence[int], stride: Seq
         out = []
         for n, k, s, d in zip(in_hw, kernel, stride, dilation):
             full = (n - 1) * s + (k - 1) * d + 1
-            crop = full - n * s
-            if crop < 0:  # the output grows: zeros (plus bias) at the end
-                out.append((0, crop))
-                continue
-            small = crop // 2
-            out.append((crop - small, small) if mode == "SAME_LOWER" else (small, crop - small))
+            extra = max(0, k - s)
+            begin = extra - extra // 2 if mode == "SAME_LOWER" else extra // 2
+            out.append((begin, full - n * s - begin))
         return (out[0][0], out[0][1], out[1][0], out[1][1])
     raise ValueError(f"unknown padding mode {pad_mode!r}")
 
@@ -100,6 +100,66 @@ def pad_or_crop(x: np.ndarray, pads: Sequence[int], value: float = 0.0, mode: st
         widths = [(0, 0)] * (x.ndim - 2) + [(t, b), (l, r)]
         return np.pad(x, widths, mode=mode)
     return x
+
+
+#: GEMMs with fewer multiply-adds run OpenBLAS on one thread (waking its threads costs more than they
+#: save on small products, and far more when other processes load the cores: docs/notes/expr.md).
+SMALL_GEMM = 1 << 26
+_blas_fns: list = []
+
+
+def _blas_thread_fns():
+    """(get, set) of numpy's bundled OpenBLAS thread count, or None when not found."""
+    if not _blas_fns:
+        import ctypes
+        import glob
+        import os
+        found = None
+        for path in sorted(glob.glob(os.path.join(os.path.dirname(np.__file__) + ".libs", "lib*openblas*.so*"))):
+            try:
+                lib = ctypes.CDLL(path)
+            except OSError:  # pragma: no cover
+                continue
+            for prefix, suffix in (("scipy_openblas_", "64_"), ("scipy_openblas_", ""), ("openblas_", "")):
+                get = getattr(lib, f"{prefix}get_num_threads{suffix}", None)
+                put = getattr(lib, f"{prefix}set_num_threads{suffix}", None)
+                if get is not None and put is not None:
+                    get.restype = ctypes.c_int
+                    found = (get, put)
+                    break
+            if found:
+                break
+        _blas_fns.append(found)
+    return _blas_fns[0]
+
+
+class blas_threads_for:  # noqa: N801 - used as a context manager
+    """Context manager: OpenBLAS on one thread inside when ``macs`` < SMALL_GEMM (restored on exit)."""
+
+    __slots__ = ("macs", "restore")
+
+    def __init__(self, macs: int) -> None:
+        self.macs = macs
+        self.restore = None
+
+    def __enter__(self) -> None:
+        fns = _blas_thread_fns() if self.macs < SMALL_GEMM else None
+        if fns is not None:
+            before = fns[0]()
+            if before > 1:
+                fns[1](1)
+                self.restore = (fns[1], before)
+
+    def __exit__(self, *exc) -> None:
+        if self.restore is not None:
+            put, before = self.restore
+            put(before)
+
+
+def gemm(a: np.ndarray, b: np.ndarray, out: np.ndarray, macs: int) -> np.ndarray:
+    """``np.matmul(a, b, out=out)``, on one OpenBLAS thread when the product is small."""
+    with blas_threads_for(macs):
+        return np.matmul(a, b, out=out)
 
 
 def apply_act(out: np.ndarray, act: str) -> np.ndarray:
@@ -163,11 +223,7 @@ def conv2d_ref(xs: list, attrs: dict) -> np.ndarray:
     if kh == 1 and kw == 1:
         xs_ = xp[:, :, : (oh - 1) * stride[0] + 1: stride[0], : (ow - 1) * stride[1] + 1: stride[1]]
         cols = xs_.reshape(n, g, ci, oh * ow)
-        np.matmul(w.reshape(g, o // g, ci), cols, out=gemm_out)
-    elif g == c and o == c and n * c * oh * ow * kh * kw >= DEPTHWISE_NUMBA_WORK:
-        from ..backends.cpu import nn_kernels
-        return nn_kernels.depthwise_conv2d(xp, w.reshape(c, kh, kw), bias, stride, dil, oh, ow,
-                                           attrs.get("act", ""))
+        gemm(w.reshape(g, o // g, ci), cols, gemm_out, n * o * ci * oh * ow)
     elif g == c and o == c:
         out[...] = 0
         wt = w.reshape(c, kh, kw)
@@ -180,7 +236,7 @@ def conv2d_ref(xs: list, attrs: dict) -> np.ndarray:
         for i, j, view in _taps(xp, kh, kw, oh, ow, stride, dil):
             cols[:, :, i, j] = view
         cols = cols.reshape(n, g, ci * kh * kw, oh * ow)
-        np.matmul(w.reshape(g, o // g, ci * kh * kw), cols, out=gemm_out)
+        gemm(w.reshape(g, o // g, ci * kh * kw), cols, gemm_out, n * o * ci * kh * kw * oh * ow)
     if bias is not None:
         out += bias[None, :, None, None]
     return apply_act(out, attrs.get("act", ""))
@@ -188,7 +244,7 @@ def conv2d_ref(xs: list, attrs: dict) -> np.ndarray:
 
 register(OpDef("conv2d", "opaque", _conv_infer, conv2d_ref, mnn_type="Convolution",
                doc="2-D convolution with fused bias and relu/relu6 (see docs/NN_OPS.md)",
-               extra={"kernel": "nn_kernels.depthwise_conv2d (used by the ref above DEPTHWISE_NUMBA_WORK)"}))
+               extra={"kernel": "backends/cpu/kernels_nn.py (depthwise above DEPTHWISE_NUMBA_WORK)"}))
 
 
 # ---------------------------------------------------------------- conv2d_transpose
@@ -235,7 +291,9 @@ def conv2d_transpose_ref(xs: list, attrs: dict) -> np.ndarray:
     full = np.zeros((n, o, fh, fw), F32)
     for i in range(kh):
         for j in range(kw):
-            full[:, :, i * dh: i * dh + (h - 1) * sh + 1: sh, j * dw: j * dw + (wd - 1) * sw + 1: sw] += cols[:, :, i, j]
+            rows = slice(i * dh, i * dh + (h - 1) * sh + 1, sh)
+            cols_ = slice(j * dw, j * dw + (wd - 1) * sw + 1, sw)
+            full[:, :, rows, cols_] += cols[:, :, i, j]
     out = pad_or_crop(full, (-t, -b + ph, -l, -r + pw))
     out = np.ascontiguousarray(out)
     if bias is not None:
@@ -295,3 +353,55 @@ def conv2d_transpose(x: Any, weight: Any, bias: Any = None, stride: Any = (1, 1)
     attrs = {"stride": stride, "dilation": dilation, "pads": tuple(int(p) for p in pads), "group": int(group),
              "act": act, "output_padding": _pair(output_padding, "output_padding")}
     return B.wrap(B.make_node("conv2d_transpose", nodes, attrs, fmt=nx.fmt))
+
+
+# ---------------------------------------------------------------- conv3d
+
+def _conv3d_infer(inputs, attrs):
+    x, w = inputs[0], inputs[1]
+    if len(x.shape) != 5 or len(w.shape) != 5:
+        raise ValueError(f"conv3d: input [N,C,D,H,W] and weight [O,C/group,kd,kh,kw] expected, got {list(x.shape)} "
+                         f"and {list(w.shape)}")
+    n, c = x.shape[:2]
+    o, ci = w.shape[:2]
+    g = attrs["group"]
+    if c != ci * g or o % g:
+        raise ValueError(f"conv3d: input has {c} channels but weight {list(w.shape)} with group={g} expects {ci * g}")
+    pads = attrs["pads"]  # (front, back, top, bottom, left, right)
+    out = [conv_out_size(x.shape[2 + i], pads[2 * i], pads[2 * i + 1], w.shape[2 + i], attrs["stride"][i],
+                         attrs["dilation"][i]) for i in range(3)]
+    if min(out) <= 0:
+        raise ValueError(f"conv3d: kernel {list(w.shape[2:])} is larger than the padded input {list(x.shape[2:])}")
+    return (n, o) + tuple(out), F32
+
+
+def conv3d_ref(xs: list, attrs: dict) -> np.ndarray:
+    """3-D convolution as a sum over depth taps of 2-D convolutions (im2col GEMMs)."""
+    x = np.asarray(xs[0], F32)
+    w = np.asarray(xs[1], F32)
+    bias = np.asarray(xs[2], F32).reshape(-1) if len(xs) > 2 else None
+    (sd, sh, sw), (dd, dh, dw) = attrs["stride"], attrs["dilation"]
+    pf, pb, t, b, l, r = attrs["pads"]
+    n, c, d = x.shape[:3]
+    kd = w.shape[2]
+    od = conv_out_size(d, pf, pb, kd, sd, dd)
+    xd = np.zeros((n, c, d + max(pf, 0) + max(pb, 0)) + x.shape[3:], F32)
+    xd[:, :, max(pf, 0): max(pf, 0) + d] = x
+    off = max(pf, 0) - pf
+    a2 = {"stride": (sh, sw), "dilation": (dh, dw), "pads": (t, b, l, r), "group": attrs["group"], "act": ""}
+    out = None
+    for i in range(od):
+        acc = None
+        for k in range(kd):
+            plane = conv2d_ref([xd[:, :, off + i * sd + k * dd], w[:, :, k]], a2)
+            acc = plane if acc is None else acc + plane
+        if out is None:
+            out = np.empty((n, w.shape[0], od) + acc.shape[2:], F32)
+        out[:, :, i] = acc
+    if bias is not None:
+        out += bias.reshape(1, -1, 1, 1, 1)
+    return apply_act(out, attrs.get("act", ""))
+
+
+register(OpDef("conv3d", "opaque", _conv3d_infer, conv3d_ref, mnn_type="Convolution3D",
+               doc="3-D convolution, NCDHW, pads (front, back, top, bottom, left, right), fused bias/act"))

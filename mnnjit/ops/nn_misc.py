@@ -266,7 +266,10 @@ def _matmul_ex_ref(xs, attrs):
         a = np.swapaxes(a, -1, -2)
     if attrs.get("transpose_b") and b.ndim >= 2:
         b = np.swapaxes(b, -1, -2)
-    out = np.matmul(a, b)
+    from .nn_conv import blas_threads_for
+    macs = a.size * (b.shape[-1] if b.ndim >= 2 else 1)  # batch * m * k * n when a carries the batch dims
+    with blas_threads_for(macs):
+        out = np.matmul(a, b)
     if len(xs) > 2:
         out = out + xs[2]
     act = attrs.get("act", "")

@@ -21,7 +21,7 @@ from .._dtypes import F32
 from .registry import OpDef, register
 
 
-#: Window cells above which float32 pooling runs the Numba kernel (docs/notes/expr.md).
+#: Window cells above which the compiled path pools float32 data with the Numba kernel (kernels_nn.py).
 NUMBA_WORK = 1 << 23
 
 
@@ -50,7 +50,7 @@ def resolve_mnn_pool(in_hw: Sequence[int], kernel: Sequence[int], stride: Sequen
     if global_pool:
         return {"kernel": (h, w), "stride": (1, 1), "pads": (0, 0, 0, 0), "out": (1, 1), "count_include_pad": False}
     kernel = tuple(int(k) for k in kernel)
-    stride = tuple(int(s) for s in stride)
+    stride = tuple(int(s) or 1 for s in stride)  # MNN stores 0 for "not given" (ONNX default 1)
     mode = pad_type.upper()
     if mode == "SAME":
         outs, p = [], []
@@ -105,10 +105,6 @@ def pool2d_ref(xs: list, attrs: dict) -> np.ndarray:
         if kind == "max":
             return x.max(axis=(2, 3), keepdims=True)
         return x.mean(axis=(2, 3), keepdims=True, dtype=np.float32)
-    if x.dtype == np.float32 and n * c * oh * ow * kh * kw >= NUMBA_WORK:
-        from ..backends.cpu import nn_kernels
-        return nn_kernels.pool2d(x, kind, (kh, kw), (sh, sw), (t, b, l, r), (oh, ow),
-                                 attrs.get("count_include_pad", True))
     # pad/crop so that every window [i*s - t, i*s - t + k) is inside the array
     need_h = (oh - 1) * sh + kh
     need_w = (ow - 1) * sw + kw
@@ -176,3 +172,62 @@ def pool2d(x: Any, kind: str, kernel: Sequence[int], stride: Sequence[int] = (1,
     attrs = {"kind": kind, "kernel": kernel, "stride": stride, "pads": pads, "out": tuple(int(o) for o in out),
              "count_include_pad": bool(count_include_pad)}
     return B.wrap(B.make_node("pool2d", (node,), attrs, fmt=node.fmt))
+
+
+# ---------------------------------------------------------------- pool3d
+
+def _pool3d_infer(inputs, attrs):
+    x = inputs[0]
+    if len(x.shape) != 5:
+        raise ValueError(f"pool3d: input must be 5-D NCDHW, got shape {list(x.shape)}")
+    od, oh, ow = attrs["out"]
+    if min(od, oh, ow) <= 0:
+        raise ValueError(f"pool3d: kernel {attrs['kernel']} is larger than the padded input {x.shape[2:]}")
+    return (x.shape[0], x.shape[1], od, oh, ow), x.dtype if attrs["kind"] == "max" else F32
+
+
+def pool3d_ref(xs: list, attrs: dict) -> np.ndarray:
+    """3-D pooling: 2-D pooling of each depth slice, then a max / (count-weighted) sum over depth taps."""
+    x = xs[0]
+    n, c, d = x.shape[:3]
+    kd, kh, kw = attrs["kernel"]
+    sd, sh, sw = attrs["stride"]
+    pf, pb, t, b, l, r = attrs["pads"]
+    od, oh, ow = attrs["out"]
+    kind = attrs["kind"]
+    inc = attrs.get("count_include_pad", True)
+    a2 = {"kind": kind, "kernel": (kh, kw), "stride": (sh, sw), "pads": (t, b, l, r), "out": (oh, ow),
+          "count_include_pad": inc}
+    planes = {}
+
+    def plane(z):
+        if z not in planes:
+            planes[z] = pool2d_ref([x[:, :, z]], a2)
+        return planes[z]
+    out = np.zeros((n, c, od, oh, ow), x.dtype if kind == "max" else np.float32)
+    h = x.shape[3]
+    ch = _axis_counts(h, oh, kh, sh, t, b, inc)
+    cw = _axis_counts(x.shape[4], ow, kw, sw, l, r, inc)
+    area = np.maximum(ch[:, None] * cw[None, :], 1.0)
+    real_h = _axis_counts(h, oh, kh, sh, t, b, False)
+    real_w = _axis_counts(x.shape[4], ow, kw, sw, l, r, False)
+    real_area = np.maximum(real_h[:, None] * real_w[None, :], 1.0)
+    for i in range(od):
+        z0 = i * sd - pf
+        zs = [z for z in range(z0, z0 + kd) if 0 <= z < d]
+        if kind == "max":
+            zs = zs or [min(max(z0, 0), d - 1)]
+            out[:, :, i] = np.max(np.stack([plane(z) for z in zs]), axis=0)
+            continue
+        if not zs:
+            continue
+        # plane(z) holds a 2-D average: turn it back into a sum of real cells
+        total = sum(plane(z) * (area if inc else real_area) for z in zs)
+        depth = (min(z0 + kd, d + pb) - z0) if inc else len(zs)
+        cnt = depth * (area if inc else real_area)
+        out[:, :, i] = total / np.maximum(cnt, 1.0)
+    return out
+
+
+register(OpDef("pool3d", "opaque", _pool3d_infer, pool3d_ref, mnn_type="Pooling3D",
+               doc="3-D max/avg pooling, NCDHW, pads (front, back, top, bottom, left, right), explicit out"))

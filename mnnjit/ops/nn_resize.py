@@ -16,7 +16,7 @@ from .._dtypes import F32, I32
 from .registry import OpDef, register
 
 METHODS = ("nearest", "nearest_round", "nearest_floor", "nearest_ceil", "bilinear", "cubic")
-#: Output taps above which float resizes run the Numba kernel (docs/notes/expr.md).
+#: Output taps above which the compiled path resizes float32 data with the Numba kernel (kernels_nn.py).
 NUMBA_WORK = 1 << 20
 
 COORDS = ("asymmetric", "align_corners", "half_pixel", "pytorch_half_pixel", "tf_half_pixel")
@@ -37,6 +37,11 @@ def source_coords(n_in: int, n_out: int, coord: str, scale: float | None = None,
     if coord == "asymmetric":
         return x * s + offset
     raise ValueError(f"unknown coordinate transform {coord!r} (expected one of {COORDS})")
+
+
+def axis_taps(n_in: int, n_out: int, attrs: dict, axis: int) -> tuple[np.ndarray, np.ndarray]:
+    """(indices [n_out, taps], weights [n_out, taps]) of one axis of a ``resize`` node."""
+    return _axis_taps(n_in, n_out, attrs, axis)
 
 
 def _axis_taps(n_in: int, n_out: int, attrs: dict, axis: int) -> tuple[np.ndarray, np.ndarray]:
@@ -113,10 +118,6 @@ def resize_ref(xs: list, attrs: dict) -> np.ndarray:
         x = np.asarray(x, np.float32)
     ih, wh = _axis_taps(h, oh, attrs, 0)
     iw, ww = _axis_taps(w, ow, attrs, 1)
-    work = (x.size // (h * w) if h * w else 0) * oh * ow * ih.shape[1] * iw.shape[1]
-    if not attrs["method"].startswith("nearest") and x.dtype == np.float32 and work >= NUMBA_WORK:
-        from ..backends.cpu import nn_kernels
-        return nn_kernels.resize_separable(x, ih, wh, iw, ww)
     # resize the axis that shrinks the data most first
     if oh * w <= h * ow:
         y = _apply_axis(x, x.ndim - 2, ih, wh)

@@ -107,7 +107,8 @@ def _scatter_nd_ref(xs, attrs):
 
 
 register(OpDef("scatter_nd", "opaque", _scatter_nd_infer, _scatter_nd_ref, mnn_type="ScatterNd",
-               doc="ScatterND: indices [..., depth], updates, optional data; reduction none (last write wins)/add/mul/max/min"))
+               doc="ScatterND: indices [..., depth], updates, optional data; reduction none (last write "
+                   "wins)/add/mul/max/min"))
 
 
 def _scatter_el_ref(xs, attrs):

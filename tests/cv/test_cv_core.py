@@ -186,7 +186,7 @@ MNN_TO_CV_BORDER = {0: cv2.BORDER_CONSTANT, 1: cv2.BORDER_REFLECT_101, 2: cv2.BO
 
 
 @settings(max_examples=25, deadline=None)
-@given(angle=st.floats(-180, 180), scale=st.floats(0.5, 1.5), interp=st.sampled_from([0, 1]),
+@given(angle=st.floats(-180, 180), scale=st.floats(0.5, 1.5), interp=st.sampled_from([0, 1, 2, 4]),
        border=st.sampled_from([0, 1, 2]), seed=st.integers(0, 50))
 def test_warp_affine_matches_opencv(angle, scale, interp, border, seed):
     x = rand_img(np.random.default_rng(seed), 30, 41)
@@ -194,7 +194,8 @@ def test_warp_affine_matches_opencv(angle, scale, interp, border, seed):
     got = arr(cv.warpAffine(image_var(x), M, (37, 33), interp, border, 7))
     ref = cv2.warpAffine(x, M, (37, 33), flags=interp, borderMode=MNN_TO_CV_BORDER[border], borderValue=(7, 7, 7))
     d = np.abs(got.astype(int) - ref)
-    assert (d > 1).mean() < 0.005  # coordinate ties at pixel borders can pick the neighbour
+    # coordinate ties can pick the neighbour; bicubic with reflected borders differs far outside the image
+    assert (d > 1).mean() < (0.03 if interp == 2 and border else 0.005)
 
 
 def test_warp_affine_kernel_path_and_cvmatrix():
@@ -243,3 +244,11 @@ def test_flip_rotate_rectsubpix():
         assert np.array_equal(arr(cv.rotate(image_var(x), mode)), cv2.rotate(x, mode))
     got = arr(cv.getRectSubPix(image_var(x), (3, 4), (4.5, 3.25)))
     assert maxdiff(got, cv2.getRectSubPix(x, (3, 4), (4.5, 3.25))) <= 1
+
+
+@pytest.mark.parametrize("fwd,inv", [(50, 58), (51, 59), (76, 80), (77, 81), (44, 56), (45, 57)])
+def test_cvtcolor_lab_luv_round_trip(fwd, inv):
+    """Inverse Lab/Luv conversions of in-gamut data (what a forward conversion produces) within 2 of OpenCV."""
+    x = rand_img(np.random.default_rng(fwd), 24, 30)
+    src = cv2.cvtColor(x, fwd)
+    assert maxdiff(cv.cvtColor(image_var(src), inv), cv2.cvtColor(src, inv)) <= 2

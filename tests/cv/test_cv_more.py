@@ -150,3 +150,148 @@ def test_cvmatrix_and_imageprocess():
     p = CVImageProcess({"sourceFormat": 2, "destFormat": 1, "mean": (1, 2, 3), "normal": (0.5, 0.5, 0.5)})
     out = p.convert_array(img, 30, 20, 0, 30, 20)
     assert np.allclose(out, (img[..., ::-1].astype(np.float32) - [1, 2, 3]) * 0.5)
+
+
+@pytest.mark.parametrize("case", ["resize", "resize_f32", "gray", "swap", "swap4", "bgra", "warp", "warp_rep",
+                                  "gauss", "sobel", "blur", "f2d", "f2d_f32", "erode", "dilate_const", "dilate_refl",
+                                  "persp", "persp_rep", "remap", "remap_rep", "cubic", "cubic_f32", "lanczos",
+                                  "area", "area_f32", "area_up", "area2", "area3", "hsv", "hsv_full"])
+def test_kernels_equal_reference(case):
+    """Each hand-written Numba kernel returns exactly what its op's numpy reference returns."""
+    from mnnjit.backends.cpu import kernels_cv
+    from mnnjit.ops import registry
+    rng = np.random.default_rng(7)
+    x = rng.integers(0, 256, (123, 157, 3)).astype(np.uint8)
+    M = tuple(cv2.invertAffineTransform(cv2.getRotationMatrix2D((70, 60), 25, 0.9)).ravel())
+    P = tuple(np.linalg.inv(np.array([[1.1, 0.1, -3], [0.05, 0.9, 2], [0.001, 0.0005, 1]])).ravel())
+    mx = rng.uniform(-5, 160, (90, 100)).astype(np.float32)
+    my = rng.uniform(-5, 130, (90, 100)).astype(np.float32)
+    op, inputs, attrs = {
+        "resize": ("resize_image", [x], {"size": (50, 61), "interp": 1, "scale": (123 / 50, 157 / 61)}),
+        "resize_f32": ("resize_image", [x.astype(np.float32)], {"size": (200, 90), "interp": 1,
+                                                                "scale": (123 / 200, 157 / 90)}),
+        "gray": ("cvt_color", [x], {"code": 6}),
+        "swap": ("cvt_color", [x[:, :152]], {"code": 4}),
+        "swap4": ("cvt_color", [x[:, :153]], {"code": 4}),
+        "bgra": ("cvt_color", [x], {"code": 2}),
+        "warp": ("warp_affine", [x], {"M": M, "size": (111, 140), "interp": 1, "border": 0, "value": (3, 4, 5)}),
+        "warp_rep": ("warp_affine", [x], {"M": M, "size": (111, 140), "interp": 1, "border": 1, "value": (0,)}),
+        "gauss": ("sep_filter", [x], {"kx": (0.0625, 0.25, 0.375, 0.25, 0.0625), "ky": (0.25, 0.5, 0.25),
+                                      "anchor": (2, 1), "border": 4, "delta": 0.0, "dtype": np.dtype(np.uint8),
+                                      "fixed": True}),
+        "sobel": ("sep_filter", [x], {"kx": (-1.0, 0.0, 1.0), "ky": (1.0, 2.0, 1.0), "anchor": (1, 1), "border": 2,
+                                      "delta": 0.0, "dtype": np.dtype(np.float32)}),
+        "blur": ("sep_filter", [x], {"kx": (1 / 3,) * 3, "ky": (1 / 5,) * 5, "anchor": (1, 2), "border": 0,
+                                     "delta": 0.0, "dtype": np.dtype(np.uint8)}),
+        "f2d": ("filter2d", [x], {"kernel": ((0.5, -1.0, 0.25), (2.0, 0.0, 1.0)), "anchor": (1, 0), "border": 4,
+                                  "delta": 3.0, "dtype": np.dtype(np.uint8)}),
+        "f2d_f32": ("filter2d", [x.astype(np.float32)], {"kernel": ((0.5, -1.0, 0.25), (2.0, 0.0, 1.0)),
+                                                         "anchor": (2, 1), "border": 0, "delta": 0.0,
+                                                         "dtype": np.dtype(np.float32)}),
+        "erode": ("morphology", [x], {"kernel": ((0, 1, 0), (1, 1, 1), (0, 1, 0)), "anchor": (1, 1), "op": "erode",
+                                      "iterations": 2, "border": 0, "value": None}),
+        "dilate_const": ("morphology", [x], {"kernel": ((1, 1, 1, 1, 1),), "anchor": (2, 0), "op": "dilate",
+                                             "iterations": 1, "border": 0, "value": 200.0}),
+        "dilate_refl": ("morphology", [x], {"kernel": ((1, 0), (1, 1), (0, 1)), "anchor": (0, 1), "op": "dilate",
+                                            "iterations": 1, "border": 2, "value": None}),
+        "cubic": ("resize_image", [x], {"size": (200, 90), "interp": 2, "scale": (123 / 200, 157 / 90)}),
+        "cubic_f32": ("resize_image", [x.astype(np.float32)], {"size": (60, 90), "interp": 2,
+                                                               "scale": (123 / 60, 157 / 90)}),
+        "lanczos": ("resize_image", [x], {"size": (70, 190), "interp": 4, "scale": (123 / 70, 157 / 190)}),
+        "area": ("resize_image", [x], {"size": (50, 61), "interp": 3, "scale": (123 / 50, 157 / 61)}),
+        "area_f32": ("resize_image", [x.astype(np.float32)], {"size": (50, 61), "interp": 3,
+                                                              "scale": (123 / 50, 157 / 61)}),
+        "area_up": ("resize_image", [x], {"size": (150, 61), "interp": 3, "scale": (123 / 150, 157 / 61)}),
+        "area2": ("resize_image", [x[:122, :156]], {"size": (61, 78), "interp": 3, "scale": (2.0, 2.0)}),
+        "area3": ("resize_image", [x[:120, :156]], {"size": (40, 52), "interp": 3, "scale": (3.0, 3.0)}),
+        "hsv": ("cvt_color", [x], {"code": 40}),
+        "hsv_full": ("cvt_color", [x], {"code": 67}),
+        "persp": ("warp_perspective", [x], {"M": P, "size": (111, 140), "interp": 1, "border": 0, "value": (9,)}),
+        "persp_rep": ("warp_perspective", [x], {"M": P, "size": (111, 140), "interp": 1, "border": 1, "value": (0,)}),
+        "remap": ("remap", [x, mx, my], {"interp": 1, "border": 0, "value": (1, 2, 3)}),
+        "remap_rep": ("remap", [x, mx, my], {"interp": 1, "border": 1, "value": (0,)}),
+    }[case]
+    inputs = [np.ascontiguousarray(i) for i in inputs]
+    got = getattr(kernels_cv, op)(inputs, attrs)
+    ref = registry.get(op).ref(inputs, attrs)
+    assert got.shape == ref.shape and got.dtype == ref.dtype
+    if case in ("blur", "f2d"):  # float32 vs float64 accumulation
+        assert np.abs(got.astype(int) - ref).max() <= 1
+    elif ref.dtype == np.float32:
+        assert np.allclose(got, ref, rtol=1e-5, atol=1e-3)
+    else:
+        assert np.array_equal(got, ref)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_find_contours_matches_opencv(seed):
+    rng = np.random.default_rng(seed)
+    img = np.zeros((50, 70), np.uint8)
+    for _ in range(8):
+        c = tuple(int(v) for v in rng.integers(0, 70, 2))
+        cv2.circle(img, c, int(rng.integers(2, 12)), int(rng.choice([0, 255])), -1)
+    if seed % 2:
+        img = (rng.random((50, 70)) > 0.6).astype(np.uint8) * 255
+    for mode in (cv.RETR_EXTERNAL, cv.RETR_LIST):
+        for meth in (cv.CHAIN_APPROX_NONE, cv.CHAIN_APPROX_SIMPLE):
+            cs, hier = cv.findContours(image_var(img[..., None]), mode, meth)
+            ref, _ = cv2.findContours(img, mode, meth)
+            assert hier == "no hierarchy" and len(cs) == len(ref)
+            for a, b in zip(cs, ref):
+                assert np.array_equal(np.asarray(a), b)
+
+
+def test_core_functions_match_opencv():
+    rng = np.random.default_rng(0)
+    x = rng.integers(0, 256, (20, 30, 3)).astype(np.uint8)
+    y = rng.integers(0, 256, (20, 30, 3)).astype(np.uint8)
+    f = x.astype(np.float32)
+    assert maxdiff(cv.normalize(image_var(f), None, 0, 1, cv.NORM_MINMAX), cv2.normalize(f, None, 0, 1,
+                                                                                         cv2.NORM_MINMAX)) < 1e-6
+    assert maxdiff(cv.normalize(image_var(f), None, 1, 0, cv.NORM_L2), cv2.normalize(f, None, 1, 0, cv2.NORM_L2)) < 1e-6
+    assert maxdiff(cv.normalize(image_var(x), None, 10, 200, cv.NORM_MINMAX),
+                   cv2.normalize(x, None, 10, 200, cv2.NORM_MINMAX)) <= 1
+    w1 = rng.random((20, 30)).astype(np.float32)
+    w2 = rng.random((20, 30)).astype(np.float32)
+    assert maxdiff(cv.blendLinear(image_var(x), image_var(y), w1, w2), cv2.blendLinear(x, y, w1, w2)) <= 1
+    m = (rng.random((20, 30)) > 0.5).astype(np.uint8)
+    assert np.array_equal(np.asarray(cv.copyTo(image_var(x), image_var(m))), cv2.copyTo(x, m))
+    assert np.array_equal(np.asarray(cv.bitwise_and(image_var(x), image_var(y), None, image_var(m))),
+                          cv2.bitwise_and(x, y, mask=m))
+    assert np.allclose(np.asarray(cv.mean(image_var(x), image_var(m))), cv2.mean(x, m), atol=1e-3)
+    A, b = rng.random((3, 3)), rng.random((3, 1))
+    ok, sol = cv.solve(A, b)
+    assert ok and maxdiff(sol, cv2.solve(A, b)[1]) < 1e-5
+    mx = rng.uniform(0, 29, (10, 12)).astype(np.float32)
+    my = rng.uniform(0, 19, (10, 12)).astype(np.float32)
+    m1, m2 = cv.convertMaps(mx, my, 11)
+    r1, r2 = cv2.convertMaps(mx, my, cv2.CV_16SC2)
+    assert np.array_equal(np.asarray(m1), r1) and np.array_equal(np.asarray(m2), r2)
+    assert maxdiff(cv.getRectSubPix(image_var(x), (5, 4), (10.3, 7.6)), cv2.getRectSubPix(x, (5, 4), (10.3, 7.6))) <= 1
+
+
+def test_imageprocess_convert_into_tensor_like():
+    from mnnjit.imageprocess import CVImageProcess, CVMatrix
+
+    class FakeTensor:
+        def __init__(self):
+            self.data = None
+
+        def getShape(self):
+            return (1, 3, 8, 10)
+
+        def getDimensionType(self):
+            return 1  # CAFFE: NCHW
+
+        def fromNumpy(self, arr):
+            self.data = arr
+
+    img = np.random.default_rng(3).integers(0, 256, (16, 20, 3)).astype(np.uint8)
+    p = CVImageProcess({"sourceFormat": 2, "destFormat": 2, "filterType": 1})
+    m = CVMatrix()
+    m.setScale(2.0, 2.0)  # destination (10 x 8) -> source (20 x 16)
+    p.setMatrix(m)
+    t = FakeTensor()
+    p.convert(img.ravel().tolist(), 20, 16, 0, t)
+    assert t.data.shape == (1, 3, 8, 10)
+    assert np.allclose(t.data[0].transpose(1, 2, 0), img[::2, ::2])

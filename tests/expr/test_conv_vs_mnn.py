@@ -85,12 +85,12 @@ def test_conv2d_depthwise_vs_mnn(MF):
                                     F.CAFFE))
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=30, deadline=None)
 @given(cg=st.integers(1, 3), og=st.integers(1, 3), group=st.sampled_from([1, 2]), k=st.sampled_from([1, 2, 3]),
        s=st.sampled_from([(1, 1), (2, 1), (2, 2)]), pad=st.tuples(st.integers(0, 1), st.integers(0, 1)),
        mode=st.sampled_from(["VALID", "SAME", "CAFFE"]), hw=st.tuples(st.integers(3, 6), st.integers(3, 6)),
-       seed=st.integers(0, 2**16))
-def test_conv2d_transpose_vs_mnn(MF, cg, og, group, k, s, pad, mode, hw, seed):
+       d=st.sampled_from([(1, 1), (2, 1), (1, 3)]), seed=st.integers(0, 2**16))
+def test_conv2d_transpose_vs_mnn(MF, cg, og, group, k, s, pad, mode, hw, d, seed):
     rng = np.random.default_rng(seed)
     if group > 1:
         cg = og = 1
@@ -99,7 +99,7 @@ def test_conv2d_transpose_vs_mnn(MF, cg, og, group, k, s, pad, mode, hw, seed):
     w = rng.standard_normal((c, og, k, k)).astype(np.float32)
     b = rng.standard_normal(o).astype(np.float32)
     both(MF, lambda F: F.conv2d_transpose(c4(F, x), F.const(w, list(w.shape)), F.const(b, [o]), list(s),
-                                          list(pad), [1, 1], group, getattr(F, mode)))
+                                          list(pad), list(d), group, getattr(F, mode)))
 
 
 def test_conv2d_requires_nc4hw4():

@@ -9,7 +9,7 @@ from mnnjit.ops.build import as_node, make_node, wrap
 
 ort = pytest.importorskip("onnxruntime")
 onnx = pytest.importorskip("onnx")
-from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+from onnx import helper, numpy_helper  # noqa: E402
 
 rng = np.random.default_rng(7)
 
@@ -222,9 +222,10 @@ def test_one_hot_and_nms_vs_onnx():
     idx = np.array([[0, 3], [2, -1]], np.int64)
     want = run_onnx("OneHot", [idx, np.array(4, np.int64), np.array([0.5, 2.0], np.float32)], {"axis": 1})
     got = mine("one_hot", [idx.astype(np.int32)], {"depth": 4, "on": 2.0, "off": 0.5, "axis": 1})
-    np.testing.assert_allclose(got, np.where(idx[:, None, :] == -1, 0.5, want) if False else got, atol=0)
-    # ONNX counts negative indices from the end; MNN/TF give all-off: compare the non-negative entries
+    # ONNX counts negative indices from the end; MNN/TF give all-off values for them
     np.testing.assert_allclose(got[0], want[0])
+    np.testing.assert_allclose(got[1, :, 0], want[1, :, 0])
+    np.testing.assert_allclose(got[1, :, 1], [0.5] * 4)
     boxes = rng.uniform(0, 10, (1, 20, 4)).astype(np.float32)
     boxes[..., 2:] += boxes[..., :2]
     scores = rng.uniform(0, 1, (1, 1, 20)).astype(np.float32)
@@ -242,3 +243,33 @@ def test_grid_sample_vs_onnx(mode, pad, align):
     want = run_onnx("GridSample", [X, grid], {"mode": mode, "padding_mode": pad, "align_corners": align}, opset=16)
     got = mine("grid_sample", [X, grid], {"mode": mode, "padding": pad, "align_corners": bool(align)})
     np.testing.assert_allclose(got, want, atol=1e-5)
+
+
+@pytest.mark.parametrize("group,k,stride,pads,dil", [(1, (3, 3, 3), (1, 1, 1), (1, 1, 1, 1, 1, 1), (1, 1, 1)),
+                                                    (2, (2, 3, 1), (2, 1, 2), (0, 1, 1, 0, 0, 0), (1, 2, 1))])
+def test_conv3d_vs_onnx(group, k, stride, pads, dil):
+    x = rng.standard_normal((2, 4, 5, 6, 7)).astype(np.float32)
+    w = rng.standard_normal((6, 4 // group) + k).astype(np.float32)
+    b = rng.standard_normal(6).astype(np.float32)
+    f, bk, t, bo, l, r = pads
+    want = run_onnx("Conv", [x, w, b], {"group": group, "strides": list(stride), "pads": [f, t, l, bk, bo, r],
+                                        "dilations": list(dil)})
+    got = mine("conv3d", [x, w, b], {"stride": stride, "dilation": dil, "pads": pads, "group": group, "act": ""})
+    np.testing.assert_allclose(got, want, atol=1e-4)
+
+
+@pytest.mark.parametrize("ceil,include", [(0, 0), (1, 1), (0, 1)])
+def test_pool3d_vs_onnx(ceil, include):
+    from mnnjit.ops.nn_pool import pool_out_size
+    x = rng.standard_normal((1, 3, 5, 6, 7)).astype(np.float32)
+    k, s, pads = (2, 3, 2), (2, 2, 1), (1, 0, 1, 1, 0, 1)
+    out = tuple(pool_out_size(x.shape[2 + i], pads[2 * i], pads[2 * i + 1], k[i], s[i], bool(ceil)) for i in range(3))
+    f, bk, t, bo, l, r = pads
+    for kind, onnx_op in [("max", "MaxPool"), ("avg", "AveragePool")]:
+        attrs = {"kernel_shape": list(k), "strides": list(s), "pads": [f, t, l, bk, bo, r], "ceil_mode": ceil}
+        if kind == "avg":
+            attrs["count_include_pad"] = include
+        want = run_onnx(onnx_op, [x], attrs)
+        got = mine("pool3d", [x], {"kind": kind, "kernel": k, "stride": s, "pads": pads, "out": out,
+                                   "count_include_pad": bool(include)})
+        np.testing.assert_allclose(got, want, atol=1e-5)

@@ -135,7 +135,7 @@ def test_resize_op_matches_cv2_bilinear_half_pixel():
     ("nearest", "half_pixel", "round_prefer_ceil"), ("nearest", "asymmetric", "ceil")])
 def test_resize_op_vs_onnxruntime(mode, coord, nearest_mode):
     ort = pytest.importorskip("onnxruntime")
-    onnx = pytest.importorskip("onnx")
+    pytest.importorskip("onnx")
     from onnx import TensorProto, helper
     x = np.random.default_rng(1).standard_normal((1, 2, 5, 6)).astype(np.float32)
     out_size = np.array([1, 2, 9, 4], np.int64)
@@ -154,4 +154,3 @@ def test_resize_op_vs_onnxruntime(mode, coord, nearest_mode):
         "floor": "nearest_floor", "round_prefer_ceil": "nearest_round", "ceil": "nearest_ceil"}[nearest_mode]
     got = resize_ref([x], {"size": (9, 4), "method": method, "coord": coord, "cubic_a": -0.75})
     np.testing.assert_allclose(got, want, atol=1e-4)
-    _ = onnx

@@ -39,7 +39,8 @@ def test_unavailable_backend_falls_back_to_cpu_with_warning(capsys) -> None:
     m = nn.load_module_from_file(os.path.join(MODELS, "mlp.mnn"), ["x"], ["prob"], runtime_manager=rt)
     data = np.load(os.path.join(MODELS, "mlp.npz"))
     out = m.forward([F.const(data["in0_x"], [1, 64])])[0]
-    np.testing.assert_allclose(out.read(), data["out0_prob"], atol=1e-5)
+    # precision=low keeps fp16 activations/weights on the CPU (issue 7): fp16 tolerance
+    np.testing.assert_allclose(out.read(), data["out0_prob"], atol=1e-3)
     nn.load_module_from_file(os.path.join(MODELS, "mlp.mnn"), ["x"], ["prob"], backend=3)
     assert "use 0" in capsys.readouterr().err
 

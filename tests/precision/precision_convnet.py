@@ -81,7 +81,8 @@ class ConvNet:
         return sum(int(w.nbytes) for w in self.weights)
 
     def forward(self, x: np.ndarray) -> np.ndarray:
-        """Logits for an NCHW float32 input."""
+        """Logits for an NCHW float32 input. ``activation_nbytes`` records the bytes of all
+        activations the forward produced (every intermediate is kept: an upper bound)."""
         K = self.K
         vals: Dict[int, np.ndarray] = {self.input: to_storage(np.ascontiguousarray(x, np.float32), self.modes)}
         for kind, i, o, prm in self.steps:
@@ -101,5 +102,6 @@ class ConvNet:
                 vals[o] = v.reshape(v.shape[0], -1, 1, 1)
             else:
                 vals[o] = vals[i]
+        self.activation_nbytes = sum(v.nbytes for k, v in vals.items() if k != self.input)
         y = vals[self.output]
         return from_storage(np.ascontiguousarray(y)).reshape(y.shape[0], -1)

@@ -102,3 +102,15 @@ def test_errors():
         K.activation(x, "gelu_fast")
     with pytest.raises(TypeError, match="float16 or float32"):
         K.activation(x.astype(np.int32), "relu")
+
+
+def test_1x1_conv_with_only_bottom_right_padding():
+    """Regression: a 1x1 stride-1 conv padded only at the bottom/right is not pointwise."""
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((1, 2, 3, 3)).astype(np.float32)
+    wt = rng.standard_normal((2, 2, 1, 1)).astype(np.float32)
+    b = rng.standard_normal(2).astype(np.float32)
+    for dt in DTYPES:
+        y = K.conv2d(x.astype(dt), wt.reshape(2, -1), b, (1, 1), (1, 1), (0, 1, 0, 1))
+        ref = conv_ref(x.astype(dt).astype(np.float32), wt, b, (1, 1), (0, 1, 0, 1), (1, 1), 1)
+        assert np.all(np.abs(y.astype(np.float64) - ref) <= _tol(dt, ref))

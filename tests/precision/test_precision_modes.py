@@ -95,3 +95,41 @@ def test_memory_low_error_not_above_real_mnn(shared_dir, models):
     ref = data["out0_logits"]
     ours = nets[(0, 2)].forward(x)
     assert np.abs(ours - ref).max() <= np.abs(real.reshape(ref.shape) - ref).max()
+
+
+@pytest.mark.parametrize("mode", [(2, 0), (0, 2), (2, 2)])
+def test_nn_module_runs_modes(shared_dir, mode):
+    """The model runner (mnnjit.nn) with a runtime manager in each mode."""
+    import mnnjit.expr as F
+    import mnnjit.nn as nn
+    from mnnjit.backends.cpu.mode_exec import ModePlan
+    name = "mobilenetv2_wq8"
+    data = np.load(shared_dir / "models" / f"{name}.npz")
+    rt = nn.create_runtime_manager(({"precision": mode[0], "memory": mode[1]},))
+    m = nn.load_module_from_file(str(shared_dir / "models" / f"{name}.mnn"), ["x"], ["logits"],
+                                 runtime_manager=rt)
+    for case in (0, 1):
+        x = F.const(data[f"in{case}_x"], [1, 3, 224, 224], F.NCHW)
+        y = np.asarray(m.forward(x).read())
+        ref = data[f"out{case}_logits"]
+        assert y.shape == ref.shape and y.dtype == np.float32
+        tol = 2e-3 * np.abs(ref).max() + 1e-4 if mode[0] == 2 else 1e-5
+        assert np.abs(y - ref).max() <= tol
+    plan = m._last_plan
+    assert isinstance(plan, ModePlan)
+    if mode[1] == 2:
+        # every conv/FC weight is int8 codes; the decoded float copies were released
+        assert all(type(w).__name__ == "QuantRows" for w in plan.weights)
+        assert plan.weight_nbytes <= 0.30 * 3_500_000 * 4
+        assert not any(k[1] in ("conv", "wnode", "wt") for k in m._program.weight_cache)
+    else:
+        assert all(type(w).__name__ == "HalfRows" for w in plan.weights)
+
+
+def test_nn_module_fp32_modes_keep_the_plain_plan(shared_dir):
+    import mnnjit.nn as nn
+    from mnnjit.models.program import ExecutionPlan
+    rt = nn.create_runtime_manager(({"precision": "high", "memory": 1},))
+    m = nn.load_module_from_file(str(shared_dir / "models" / "mlp.mnn"), runtime_manager=rt)
+    m.forward(np.zeros((1, 64), np.float32))
+    assert isinstance(m._last_plan, ExecutionPlan)

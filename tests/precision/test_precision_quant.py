@@ -65,14 +65,17 @@ def test_four_bit_codes_packed_two_per_byte_per_block():
         Q.QuantRows(codes * 2, scale, offset, (O, Kd), block, bits=4)
 
 
-def test_half_rows_and_row_block_matmul():
+def test_half_and_quant_rows_matmul():
     rng = np.random.default_rng(4)
     w = rng.standard_normal((300, 200)).astype(np.float32)
     b = rng.standard_normal((200, 33)).astype(np.float32)
     src = Q.HalfRows(w)
-    out = np.empty((290, 33), np.float32)
-    src.matmul(10, 300, b, out)
-    assert np.allclose(out, w.astype(np.float16).astype(np.float32)[10:] @ b, atol=1e-3)
+    out = src.matmul(b)
+    assert np.allclose(out, w.astype(np.float16).astype(np.float32) @ b, atol=1e-3)
+    q = Q.QuantRows(np.ones(300 * 200, np.int8), np.full(300, 0.5), np.zeros(300), (300, 200), 200)
+    assert np.allclose(q.matmul(b), np.full((300, 200), 0.5) @ b, atol=1e-3)
+    with pytest.raises(ValueError, match="operand"):
+        src.matmul(b.T)
     assert src.nbytes == w.size * 2
 
 
@@ -87,3 +90,16 @@ def test_dynamic_int8_gemm_within_quantization_error():
     got = Q.gemm_dynamic_int8(src, b)
     err = np.abs(got - exact).max() / np.abs(exact).max()
     assert err < 0.02
+
+
+@pytest.mark.parametrize("n", [1, 3, 8, 9])
+def test_quant_matmul_narrow_and_wide_per_block_asymmetric(n):
+    rng = np.random.default_rng(6)
+    O, Kd, block = 37, 48, 16
+    codes = rng.integers(-128, 128, O * Kd).astype(np.int8)
+    scale = rng.uniform(0.001, 0.01, O * Kd // block).astype(np.float32)
+    offset = rng.uniform(-0.5, 0.5, O * Kd // block).astype(np.float32)
+    src = Q.QuantRows(codes, scale, offset, (O, Kd), block)
+    b = rng.standard_normal((Kd, n)).astype(np.float32)
+    want = src.dense().astype(np.float64) @ b
+    assert np.allclose(src.matmul(b), want, rtol=1e-4, atol=1e-4)

@@ -29,7 +29,7 @@ from numba import njit, prange, types  # noqa: E402
 from numba.core import errors  # noqa: E402
 from numba.extending import intrinsic, overload  # noqa: E402
 
-__all__ = ["f16_to_f32", "f32_to_f16", "load", "store", "to_f16", "to_f32", "as_bits",
+__all__ = ["f16_to_f32", "f32_to_f16", "load", "store", "widen", "to_f16", "to_f32", "as_bits",
            "STORAGE_F16"]
 
 #: numpy dtype of fp16 storage as the Numba kernels see it.
@@ -103,6 +103,30 @@ def _store_ol(a, i, v):
             a[i] = v
     else:
         raise errors.TypingError(f"store(): unsupported storage dtype {a.dtype}")
+    return impl
+
+
+def widen(src, buf):  # pragma: no cover - replaced by the overload inside Numba
+    """A float32 view of 1-D ``src``: ``src`` itself if it is float32, else ``buf[:n]`` filled
+    with the widened halves (one vectorised F16C pass, so later loops read float32)."""
+    raise NotImplementedError("widen() is only callable inside Numba-compiled code")
+
+
+@overload(widen, inline="always")
+def _widen_ol(src, buf):
+    if not isinstance(src, types.Array):
+        return None
+    if src.dtype == types.uint16:
+        def impl(src, buf):
+            n = src.shape[0]
+            for i in range(n):
+                buf[i] = f16_to_f32(src[i])
+            return buf[:n]
+    elif src.dtype == types.float32:
+        def impl(src, buf):
+            return src
+    else:
+        raise errors.TypingError(f"widen(): unsupported storage dtype {src.dtype}")
     return impl
 
 

@@ -1,7 +1,10 @@
 """Weight sources for the CPU GEMM/conv kernels: fp32, fp16 storage, and quantized codes.
 
-A *weight source* is a ``[O, K]`` weight matrix (``K`` = C/group*kh*kw for a convolution) that
-the kernels only ever touch through ``matmul(o0, o1, b, out)``: ``out = W[o0:o1] @ b`` in float32.
+A *weight source* is a ``[O, K]`` weight matrix (``K`` = C/group*kh*kw for a convolution) held
+in its memory form. The conv kernel (:func:`.fp16_kernels.conv2d`) reads it directly (fp32 rows
+by pointer, fp16/int8/int4 rows widened or dequantized one row block at a time into a
+per-thread scratch buffer feeding sgemm); ``matmul(b)`` gives ``W @ b`` in float32 the same way
+(for MatMul/InnerProduct layers).
 
 * :class:`DenseRows` - float32 weights (memory 0/1, and precision 0/1): one BLAS call.
 * :class:`HalfRows` - float16 storage (precision=low): rows are widened a block at a time.
@@ -23,17 +26,9 @@ from typing import Tuple
 import numpy as np
 from numba import njit, prange
 
-from .fp16 import f16_to_f32
 
 __all__ = ["DenseRows", "HalfRows", "QuantRows", "as_weight_source", "gemm_dynamic_int8",
            "quantize_dynamic_int8"]
-
-_BLOCK_BYTES = 128 * 1024  # fp32 scratch per dequantized row block
-
-
-def _row_block(k: int) -> int:
-    return max(8, _BLOCK_BYTES // (4 * max(k, 1)))
-
 
 class DenseRows:
     """float32 ``[O, K]`` weights."""
@@ -42,6 +37,8 @@ class DenseRows:
         w = np.ascontiguousarray(w, np.float32)
         if w.ndim != 2:
             raise ValueError(f"weight matrix must be 2-D [O, K], got shape {w.shape}")
+        if not w.flags.writeable:       # one Numba specialisation: writable arrays
+            w = w.copy()
         self.w = w
         self.shape: Tuple[int, int] = w.shape
 
@@ -50,21 +47,13 @@ class DenseRows:
         """Bytes held for the weights."""
         return self.w.nbytes
 
-    def matmul(self, o0: int, o1: int, b: np.ndarray, out: np.ndarray) -> None:
-        """``out[:] = W[o0:o1] @ b`` (float32)."""
-        np.matmul(self.w[o0:o1], b, out=out)
+    def matmul(self, b: np.ndarray) -> np.ndarray:
+        """``W @ b`` (float32, BLAS)."""
+        return np.matmul(self.w, np.asarray(b, np.float32))
 
     def dense(self) -> np.ndarray:
         """The float32 matrix."""
         return self.w
-
-
-@njit(parallel=True, cache=True)
-def _k_widen_rows(w16, r0, out):
-    R, K = out.shape
-    for r in prange(R):
-        for k in range(K):
-            out[r, k] = f16_to_f32(w16[r0 + r, k])
 
 
 class HalfRows:
@@ -76,26 +65,20 @@ class HalfRows:
             raise ValueError(f"weight matrix must be 2-D [O, K], got shape {w.shape}")
         self.w16 = np.ascontiguousarray(w, np.float16)
         self.shape: Tuple[int, int] = w.shape
-        self._scratch = np.empty((min(_row_block(w.shape[1]), w.shape[0]), w.shape[1]), np.float32)
 
     @property
     def nbytes(self) -> int:
         """Bytes held for the weights."""
         return self.w16.nbytes
 
-    def matmul(self, o0: int, o1: int, b: np.ndarray, out: np.ndarray) -> None:
-        """``out[:] = W[o0:o1] @ b`` with W widened to float32 one row block at a time."""
-        rb = self._scratch.shape[0]
-        bits = self.w16.view(np.uint16)
-        for r in range(o0, o1, rb):
-            n = min(rb, o1 - r)
-            s = self._scratch[:n]
-            _k_widen_rows(bits, r, s)
-            np.matmul(s, b, out=out[r - o0:r - o0 + n])
+    def matmul(self, b: np.ndarray) -> np.ndarray:
+        """``W @ b`` in float32, W widened one row block at a time inside the GEMM kernel."""
+        return _gemm(self, b)
 
     def dense(self) -> np.ndarray:
         """The weights widened to float32 (a new array)."""
-        return self.w16.astype(np.float32)
+        from .fp16 import to_f32
+        return to_f32(self.w16)
 
 
 @njit(parallel=True, cache=True)
@@ -151,7 +134,6 @@ class QuantRows:
             self.codes = np.ascontiguousarray((u[:, 0::2] << 4) | u[:, 1::2])
         else:
             self.codes = np.ascontiguousarray(c8)
-        self._scratch = np.empty((min(_row_block(K), O), K), np.float32)
 
     @classmethod
     def from_quantized(cls, qw, shape: Tuple[int, int]) -> "QuantRows":
@@ -177,20 +159,69 @@ class QuantRows:
         else:
             _k_deq8(self.codes, self.scale, self.offset, self.block, r0, out)
 
-    def matmul(self, o0: int, o1: int, b: np.ndarray, out: np.ndarray) -> None:
-        """``out[:] = W[o0:o1] @ b``, dequantizing one row block at a time into scratch."""
-        rb = self._scratch.shape[0]
-        for r in range(o0, o1, rb):
-            n = min(rb, o1 - r)
-            s = self._scratch[:n]
-            self.rows(r, s)
-            np.matmul(s, b, out=out[r - o0:r - o0 + n])
+    def matmul(self, b: np.ndarray) -> np.ndarray:
+        """``W @ b`` in float32. Few columns (a classifier, batch <= 8): a direct kernel reading
+        the codes once (``sum(code * b) * scale + offset * sum(b)`` per group, exact); more: the
+        conv kernel's dequantize-a-row-block + sgemm."""
+        b = np.ascontiguousarray(b, np.float32)
+        if b.ndim == 2 and b.shape[0] == self.shape[1] and b.shape[1] <= 8 and self.bits > 4:
+            out = np.empty((self.shape[0], b.shape[1]), np.float32)
+            _k_qgemm_narrow(self.codes, self.scale, self.offset, self.block, b, out)
+            return out
+        return _gemm(self, b)
 
     def dense(self) -> np.ndarray:
         """All rows dequantized (a new float32 array; for tests and small weights only)."""
         out = np.empty(self.shape, np.float32)
         self.rows(0, out)
         return out
+
+
+@njit(fastmath=True, inline="always")
+def _qdot(cr, br, k0, k1):
+    c = cr[k0:k1]        # slices indexed from 0: see fp16_kernels._store_act on vectorisation
+    x = br[k0:k1]
+    acc = np.float32(0.0)
+    for k in range(k1 - k0):
+        acc += np.float32(c[k]) * x[k]
+    return acc
+
+
+@njit(parallel=True, cache=True, fastmath=True)
+def _k_qgemm_narrow(codes, scale, offset, bs, b, out):
+    """out[o, t] = sum_g scale[o,g] * sum_{k in g} codes[o,k] * b[k,t] + offset[o,g] * sum b[k,t]
+    for a narrow ``b`` [K, N] (N small): weights read once as int8, no float copy."""
+    O, K = codes.shape
+    N = b.shape[1]
+    G = K // bs
+    bt = np.ascontiguousarray(b.T)
+    gsum = np.empty((G, N), np.float32)
+    for g in range(G):
+        for t in range(N):
+            s = np.float32(0.0)
+            for k in range(g * bs, (g + 1) * bs):
+                s += bt[t, k]
+            gsum[g, t] = s
+    nch = min(O, 64)
+    for ch in prange(nch):
+        for o in range(ch * O // nch, (ch + 1) * O // nch):
+            cr = codes[o]
+            for t in range(N):
+                br = bt[t]
+                tot = np.float32(0.0)
+                for g in range(G):
+                    tot += _qdot(cr, br, g * bs, (g + 1) * bs) * scale[o, g] \
+                        + offset[o, g] * gsum[g, t]
+                out[o, t] = tot
+
+
+def _gemm(src, b: np.ndarray) -> np.ndarray:
+    """``W @ b`` for a [K, N] float32 ``b`` as a 1x1 convolution over [1, K, N, 1]."""
+    from .fp16_kernels import conv2d
+    b = np.ascontiguousarray(b, np.float32)
+    if b.ndim != 2 or b.shape[0] != src.shape[1]:
+        raise ValueError(f"matmul: weight is {list(src.shape)}, operand {list(b.shape)}")
+    return conv2d(b.reshape(1, b.shape[0], b.shape[1], 1), src, None, (1, 1))[0, :, :, 0]
 
 
 def as_weight_source(w):

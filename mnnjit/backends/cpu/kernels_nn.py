@@ -1,0 +1,60 @@
+"""Hand-written CPU kernels of the NN ops, attached through the compiler's kernel registry.
+
+Imported by the CPU backend when it first needs a kernel (never by ``import mnnjit``). Each kernel
+returns exactly what the op's numpy ``ref`` returns; below the measured work thresholds (the
+threaded Numba kernels lose to numpy while other processes load the cores, docs/notes/expr.md) it
+simply runs the ``ref``.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ...ops import nn_conv, nn_pool, nn_resize
+from . import nn_kernels
+from .kernels import cpu_kernel
+
+
+@cpu_kernel("conv2d", min_size=4096, dtypes=[np.float32])
+def conv2d(inputs: list, attrs: dict):
+    """Depthwise convolutions above ``nn_conv.DEPTHWISE_NUMBA_WORK`` on the Numba kernel, others as the ref."""
+    x, w = inputs[0], inputs[1]
+    n, c, h, wd = x.shape
+    o, _, kh, kw = w.shape
+    g = attrs["group"]
+    stride, dil, pads = attrs["stride"], attrs["dilation"], attrs["pads"]
+    oh = nn_conv.conv_out_size(h, pads[0], pads[1], kh, stride[0], dil[0])
+    ow = nn_conv.conv_out_size(wd, pads[2], pads[3], kw, stride[1], dil[1])
+    if g == c and o == c and n * c * oh * ow * kh * kw >= nn_conv.DEPTHWISE_NUMBA_WORK:
+        xp = nn_conv.pad_or_crop(np.asarray(x, np.float32), pads)
+        bias = np.asarray(inputs[2], np.float32).reshape(-1) if len(inputs) > 2 else None
+        return nn_kernels.depthwise_conv2d(xp, np.asarray(w, np.float32).reshape(c, kh, kw), bias, stride, dil,
+                                           oh, ow, attrs.get("act", ""))
+    return nn_conv.conv2d_ref(inputs, attrs)
+
+
+@cpu_kernel("pool2d", min_size=4096, dtypes=[np.float32])
+def pool2d(inputs: list, attrs: dict):
+    """Pooling above ``nn_pool.NUMBA_WORK`` window cells on the Numba kernel, smaller as the ref."""
+    x = inputs[0]
+    n, c = x.shape[:2]
+    kh, kw = attrs["kernel"]
+    oh, ow = attrs["out"]
+    if n * c * oh * ow * kh * kw >= nn_pool.NUMBA_WORK:
+        return nn_kernels.pool2d(x, attrs["kind"], (kh, kw), attrs["stride"], attrs["pads"], (oh, ow),
+                                 attrs.get("count_include_pad", True))
+    return nn_pool.pool2d_ref(inputs, attrs)
+
+
+@cpu_kernel("resize", min_size=4096, dtypes=[np.float32])
+def resize(inputs: list, attrs: dict):
+    """Bilinear/cubic resizes above ``nn_resize.NUMBA_WORK`` output taps on the Numba kernel."""
+    x = inputs[0]
+    oh, ow = attrs["size"]
+    h, w = x.shape[-2:]
+    if attrs["method"].startswith("nearest") or not h * w:
+        return nn_resize.resize_ref(inputs, attrs)
+    ih, wh = nn_resize.axis_taps(h, oh, attrs, 0)
+    iw, ww = nn_resize.axis_taps(w, ow, attrs, 1)
+    if x.size // (h * w) * oh * ow * ih.shape[1] * iw.shape[1] >= nn_resize.NUMBA_WORK:
+        return nn_kernels.resize_separable(x, ih, wh, iw, ww)
+    return nn_resize.resize_ref(inputs, attrs)
