@@ -24,7 +24,7 @@ KERNEL_DTYPES = frozenset({"float16", "float32", "int32", "uint8", "int8"})
 REDUCE_OPS = frozenset({"reduce_sum", "reduce_mean", "reduce_prod", "reduce_max", "reduce_min"})
 
 #: Elementwise ops whose template does not reproduce numpy for some inputs (they run via ``ref``).
-DENY = frozenset({"fmod", "sign", "trunc", "rint", "floor", "ceil", "round", "sinh", "cosh", "atanh", "pow"})
+DENY = frozenset({"cbrt", "fmod", "sign", "trunc", "rint", "floor", "ceil", "round", "sinh", "cosh", "atanh", "pow"})
 
 
 @dataclass(frozen=True)
@@ -175,9 +175,7 @@ def build_group(root: int, nodes: list, in_pos: list, consumers: list, is_val: l
     red = None
     axes = None
     if is_reduce:
-        src = ref(in_pos[root][0])  # registers the leaf when the input is not a member
-        if src[0] == "l" and not ew_members:
-            pass
+        ref(in_pos[root][0])  # registers the reduce input as a leaf when it is not a member
         red = (rnode.op, rnode.inputs[0].dtype.name, rnode.dtype.name)
         axes = tuple(rnode.attrs["axes"])
     spec = GroupSpec(tuple(spec_nodes), tuple(nodes[p].dtype.name for p in leaves), tuple(kinds), red)

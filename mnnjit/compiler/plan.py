@@ -18,7 +18,6 @@ the same structure (an nn model's forward with the same input shapes, a loop bod
 """
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass, field
 from typing import Any
 
