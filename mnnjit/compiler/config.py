@@ -16,7 +16,7 @@ from pathlib import Path
 
 #: Measured on the 2-vCPU machine (benchmarks/compiler_threshold.py): below this many elements the
 #: numpy reference path beats a parallel Numba launch plus plan overhead.
-DEFAULT_THRESHOLD = 262144
+DEFAULT_THRESHOLD = 524288
 
 _threshold: int | None = None
 _jit_enabled: bool | None = None

@@ -17,10 +17,11 @@ from collections import OrderedDict
 
 import numpy as np
 
-from ..graph import Node
+from ..graph import Node, topo_order
 from . import config
 from .config import counters
-from .plan import KERNEL_MIN
+from ..backends.reference import compute_node as _compute_node
+from .plan import KERNEL_MIN, _check
 
 _plans: "OrderedDict[tuple, object]" = OrderedDict()
 _PLAN_CACHE_SIZE = 256
@@ -51,13 +52,21 @@ def _work(node: Node) -> int:
     return n
 
 
+_hw = None  # the kernels module once its kernel modules are loaded
+
+
 def _handwritten(node: Node):
     """The hand-written kernel for a non-elementwise ``node`` big enough to want one, else None."""
+    global _hw
     if node.op in _NO_HW or _work(node) < KERNEL_MIN:
         return None
-    from ..backends.cpu import kernels as hw
-    hw.load_kernel_modules()
-    return hw.lookup(node)
+    if _hw is None:
+        from ..backends.cpu import kernels as hw
+        hw.load_kernel_modules()
+        _hw = hw
+    if node.op not in _hw._KERNELS:
+        return None
+    return _hw.lookup(node)
 
 
 _NO_HW: set = set()
@@ -80,39 +89,41 @@ def evaluate(roots: list[Node]) -> None:
         if node.value is not None:
             return
         ready = node.op != "placeholder"
+        work = node.size if node.dtype is not None else 0
+        args = []
         for i in node.inputs:
-            if i.value is None:
+            v = i.value
+            if v is None:
                 ready = False
                 break
-        if ready and _work(node) < thr:
-            args = [i.value for i in node.inputs]
-            fn = _handwritten(node)
+            args.append(v)
+            if type(v) is np.ndarray and v.size > work:
+                work = v.size
+        if ready and work < thr:
+            fn = None if (work < KERNEL_MIN or node.op in _NO_HW) else _handwritten(node)
             if fn is not None:
-                from .plan import _check
                 out = _check(node, fn(args, node.attrs))
                 counters["handwritten_runs"] += 1
             else:
-                from ..backends.reference import compute_node
-                out = compute_node(node, args)
-                counters["fast_path"] += 1
-            if isinstance(out, np.ndarray):
-                if not out.flags.c_contiguous or out.base is not None:
+                out = _compute_node(node, args)
+            if type(out) is np.ndarray:
+                if out.base is not None or not out.flags.c_contiguous:
                     out = np.array(out, order="C")
                 out.flags.writeable = False
             node.value = out
             return
-    from .plan import build_plan, describe, trace
-    tr = trace(roots)
+    order = topo_order(roots)
     big = False
-    for n, v in zip(tr.order, tr.is_val):
-        if not v and (_work(n) >= thr or _handwritten(n) is not None):
+    for n in order:
+        if n.value is None and (_work(n) >= thr or _handwritten(n) is not None):
             big = True
             break
     if not big:
-        from ..backends.reference import evaluate as ref_evaluate
         counters["ref_graphs"] += 1
-        ref_evaluate(roots)
+        _ref_run(order, roots)
         return
+    from .plan import build_plan, describe, trace
+    tr = trace(roots, order)
     with _lock:
         plan = _plans.get(tr.key)
         if plan is None:
@@ -131,6 +142,37 @@ def evaluate(roots: list[Node]) -> None:
     if config.debug() and (counters["kernels_compiled"], counters["kernel_disk_hits"]) != before:
         print(f"[mnnjit] kernels compiled: {counters['kernels_compiled'] - before[0]}, "
               f"loaded from the disk cache: {counters['kernel_disk_hits'] - before[1]}", file=sys.stderr)
+
+
+def _ref_run(order: list[Node], roots: list[Node]) -> None:
+    """The reference evaluator over an already computed topological order (frees values after last use)."""
+    users: dict[int, int] = {}
+    for node in order:
+        for inp in node.inputs:
+            users[id(inp)] = users.get(id(inp), 0) + 1
+    keep = {id(r) for r in roots}
+    values: dict[int, object] = {}
+    for node in order:
+        known = node.value
+        if known is not None:
+            values[id(node)] = known
+            continue
+        if node.op == "placeholder":
+            raise ValueError(f"placeholder {node.name or ''!r} (shape {list(node.shape)}) has no value: "
+                             "write() data into it before reading results that depend on it")
+        out = _compute_node(node, [values[id(i)] for i in node.inputs])
+        values[id(node)] = out
+        for inp in node.inputs:
+            k = id(inp)
+            users[k] -= 1
+            if users[k] == 0 and k not in keep:
+                values.pop(k, None)
+        if id(node) in keep:
+            if type(out) is np.ndarray:
+                if out.base is not None or not out.flags.c_contiguous:
+                    out = np.array(out, order="C")
+                out.flags.writeable = False
+            node.value = out
 
 
 def explain(*values) -> str:

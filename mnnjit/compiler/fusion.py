@@ -17,14 +17,14 @@ import numpy as np
 
 from ..ops import registry
 
-#: Storage dtypes compiled kernels handle (float16 joins with the precision=low codecs).
-KERNEL_DTYPES = frozenset({"float32", "int32", "uint8", "int8"})
+#: Storage dtypes compiled kernels handle (float16: stored as half, computed in float32).
+KERNEL_DTYPES = frozenset({"float16", "float32", "int32", "uint8", "int8"})
 
 #: Reductions fused kernels implement.
 REDUCE_OPS = frozenset({"reduce_sum", "reduce_mean", "reduce_prod", "reduce_max", "reduce_min"})
 
 #: Elementwise ops whose template does not reproduce numpy for some inputs (they run via ``ref``).
-DENY = frozenset({"fmod", "sign", "trunc", "rint", "floor", "ceil", "round", "sinh", "cosh", "atanh", "pow"})
+DENY = frozenset({"cbrt", "fmod", "sign", "trunc", "rint", "floor", "ceil", "round", "sinh", "cosh", "atanh", "pow"})
 
 
 @dataclass(frozen=True)
@@ -95,12 +95,36 @@ def reduce_ok(node) -> bool:
         return False
     x = node.inputs[0]
     return (x.dtype is not None and x.dtype.name in KERNEL_DTYPES and node.dtype.name in KERNEL_DTYPES
-            and x.size > 0)
+            and x.size > 0 and "float16" not in (x.dtype.name, node.dtype.name))
+
+
+def duplicable(j: int, nodes: list, consumers: list, roots: set, threshold: int) -> bool:
+    """Whether producer ``j`` (several consumers) may be recomputed in each consumer's kernel.
+
+    Every consumer must itself be a compiled node over ``j``'s shape (so each ends in a group that
+    pulls ``j`` in), at most 3 of them, and ``j`` must not be a requested result.
+    """
+    nj = nodes[j]
+    cons = consumers[j]
+    if j in roots or not 1 < len(cons) <= 3 or nj.size < max(threshold, 1) or not ew_ok(nj):
+        return False
+    for c in cons:
+        nc = nodes[c]
+        if reduce_ok(nc):
+            if nc.inputs[0].shape != nj.shape:
+                return False
+        elif not (ew_ok(nc) and nc.shape == nj.shape):
+            return False
+    return True
 
 
 def build_group(root: int, nodes: list, in_pos: list, consumers: list, is_val: list, roots: set,
-                assigned: set) -> Group | None:
-    """Grow the group rooted at ``root`` (reverse-topological greedy); None when not compilable."""
+                assigned: set, dup: set = frozenset()) -> Group | None:
+    """Grow the group rooted at ``root`` (reverse-topological greedy); None when not compilable.
+
+    ``dup`` holds producers that may be recomputed inside every consumer's group rather than
+    materialised (cheaper than writing and re-reading a full-size intermediate).
+    """
     rnode = nodes[root]
     if reduce_ok(rnode):
         shape = rnode.inputs[0].shape
@@ -112,12 +136,12 @@ def build_group(root: int, nodes: list, in_pos: list, consumers: list, is_val: l
     work = list(in_pos[root])
     while work:
         j = work.pop()
-        if j in members or is_val[j] or j in assigned or j in roots:
+        if j in members or is_val[j] or j in roots:
             continue
         nj = nodes[j]
         if nj.shape != shape or not ew_ok(nj):
             continue
-        if any(c not in members for c in consumers[j]):
+        if j not in dup and any(c not in members for c in consumers[j]):
             continue
         members.add(j)
         work.extend(in_pos[j])
@@ -151,9 +175,7 @@ def build_group(root: int, nodes: list, in_pos: list, consumers: list, is_val: l
     red = None
     axes = None
     if is_reduce:
-        src = ref(in_pos[root][0])  # registers the leaf when the input is not a member
-        if src[0] == "l" and not ew_members:
-            pass
+        ref(in_pos[root][0])  # registers the reduce input as a leaf when it is not a member
         red = (rnode.op, rnode.inputs[0].dtype.name, rnode.dtype.name)
         axes = tuple(rnode.attrs["axes"])
     spec = GroupSpec(tuple(spec_nodes), tuple(nodes[p].dtype.name for p in leaves), tuple(kinds), red)

@@ -18,7 +18,6 @@ the same structure (an nn model's forward with the same input shapes, a loop bod
 """
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,11 +26,13 @@ import numpy as np
 from ..graph import Node, topo_order
 from ..ops import registry
 from . import config
-from .fusion import Group, build_group
+from .fusion import Group, build_group, duplicable
 
 #: Nodes with fewer elements than this (output and largest input) never join a kernel group
 #: (they are folded on the reference path first).
 FOLD_LIMIT = 4096
+#: A group of one op (numpy already runs it in one pass) compiles only from this many times the threshold.
+SINGLE_OP_FACTOR = 4
 #: Hand-written kernels are looked up for nodes with at least this many elements.
 KERNEL_MIN = 1024
 
@@ -76,9 +77,10 @@ class Trace:
     key: tuple
 
 
-def trace(roots: list[Node]) -> Trace:
-    """Collect what computing ``roots`` needs (see module docstring)."""
-    order = topo_order(roots)
+def trace(roots: list[Node], order: list[Node] | None = None) -> Trace:
+    """Collect what computing ``roots`` needs (see module docstring); ``order`` if already known."""
+    if order is None:
+        order = topo_order(roots)
     pos = {id(n): i for i, n in enumerate(order)}
     in_pos: list[tuple[int, ...]] = []
     is_val: list[bool] = []
@@ -270,13 +272,15 @@ def build_plan(tr: Trace) -> Plan:
     # 4. fusion
     assigned: set[int] = set()
     groups: dict[int, Group] = {}
+    dup = {i for i in range(n) if live[i] and not leafish[i] and duplicable(i, order, consumers, roots, thr)}
     for i in range(n - 1, -1, -1):
         if not live[i] or leafish[i] or i in assigned:
             continue
-        g = build_group(i, order, list(cin), consumers, leafish, roots - {i}, assigned)
+        g = build_group(i, order, list(cin), consumers, leafish, roots - {i}, assigned, dup)
         if g is None:
             continue
-        if g.size < thr or g.size == 0:
+        # A lone op must be SINGLE_OP_FACTOR times larger than a fused chain to beat numpy (measured).
+        if g.size == 0 or g.size < thr * (SINGLE_OP_FACTOR if len(g.ops) == 1 else 1):
             continue
         groups[i] = g
         assigned.update(g.members)

@@ -1,28 +1,33 @@
-"""Compiler tests: a private kernel cache and the compiled path forced on small arrays."""
+"""Compiler tests: a private kernel cache and the compiled path forced on small arrays.
+
+The settings are applied per test module and restored afterwards, so the rest of the suite runs with
+the default threshold and cache; the private cache directory is shared by the compiler test modules.
+"""
 from __future__ import annotations
+
+import os
 
 import pytest
 
 
+@pytest.fixture(scope="session")
+def compiler_cache_dir(tmp_path_factory):
+    """One temporary MNNJIT_CACHE_DIR for all compiler tests."""
+    return tmp_path_factory.mktemp("mnnjit-cache")
+
+
 @pytest.fixture(scope="module", autouse=True)
-def compiled_path(tmp_path_factory):
-    """Use a temporary MNNJIT_CACHE_DIR and compile every group regardless of size.
-
-    Module scope: a session-scoped autouse fixture here would stay active for every test collected
-    after this directory (the whole rest of the suite would then run compiled, in a temp cache).
-    """
-    import os
-
+def compiled_path(compiler_cache_dir):
+    """Use the private cache and compile every group regardless of size (module scope, restored)."""
     from mnnjit import compiler
     from mnnjit.backends.cpu import jit
 
-    cache = tmp_path_factory.mktemp("mnnjit-cache")
     old_env = os.environ.get("MNNJIT_CACHE_DIR")
-    os.environ["MNNJIT_CACHE_DIR"] = str(cache)
+    os.environ["MNNJIT_CACHE_DIR"] = str(compiler_cache_dir)
     jit.reset()
-    prev = compiler.set_threshold(0)
-    yield cache
-    compiler.set_threshold(None if prev >= 1 << 40 else prev)
+    compiler.set_threshold(0)
+    yield compiler_cache_dir
+    compiler.set_threshold(None)
     jit.reset()
     if old_env is None:
         os.environ.pop("MNNJIT_CACHE_DIR", None)

@@ -32,7 +32,8 @@ def assert_ulp(expected: np.ndarray, got: np.ndarray, ulps: int) -> None:
         return
     both_nan = np.isnan(expected) & np.isnan(got)
     same = (expected == got) | both_nan
-    scale = np.spacing(np.maximum(np.abs(expected), np.abs(got)).astype(expected.dtype))
+    with np.errstate(invalid="ignore"):
+        scale = np.spacing(np.maximum(np.abs(expected), np.abs(got)).astype(expected.dtype))
     with np.errstate(invalid="ignore"):
         close = np.abs(expected.astype(np.float64) - got.astype(np.float64)) <= ulps * scale.astype(np.float64)
     bad = ~(same | close)

@@ -18,7 +18,9 @@ from . import codegen, jit, kernels
 
 
 def _readonly_flat(arr: np.ndarray) -> np.ndarray:
-    """A read-only 1-d view of the memory an array with non-negative strides spans."""
+    """A read-only 1-d view of the memory an array with non-negative strides spans (float16 as uint16 bits)."""
+    if arr.dtype == np.float16:
+        arr = arr.view(np.uint16)
     if arr.flags.c_contiguous:
         v = arr.reshape(-1)
     else:
@@ -133,6 +135,8 @@ class CPUBackend(Backend):
                 flat = False
         spec = g.spec
         outf = out.reshape(-1)
+        if outf.dtype == np.float16:
+            outf = outf.view(np.uint16)
         if flat:
             modes_t = tuple(modes)
             kern = jit.get_kernel(spec.key() + f"|flat{modes_t}", lambda: codegen.gen_flat(spec, modes_t))
@@ -158,6 +162,8 @@ class CPUBackend(Backend):
         for k, st in zip(gidx, csts[1:]):
             if st == out_st:
                 modes[k] = "c"
+            elif st[-1] == 0:
+                modes[k] = "r"
         ndim = len(shp)
         st_arr = np.zeros((len(inputs), ndim), np.int64)
         for k, st in zip(gidx, csts[1:]):
@@ -204,13 +210,18 @@ class CPUBackend(Backend):
             rshp = [1]
             rcst = [[0] for _ in gidx]
         nk, nr = len(kshp), len(rshp)
+        if nk and gidx and all(rcst[j][-1] != 1 for j in range(len(gidx))) and any(
+                kcst[j + 1][-1] == 1 for j in range(len(gidx))):
+            return None  # reducing outer axes of contiguous data: numpy's row-wise accumulation is faster
         stk = np.zeros((len(inputs), max(nk, 1)), np.int64)
         str_ = np.zeros((len(inputs), nr), np.int64)
         for j, k in enumerate(gidx):
             if nk:
                 stk[k, :nk] = kcst[j + 1]
             str_[k] = rcst[j] if rcst else 0
-            if str_[k, nr - 1] == 1:
+            if not str_[k].any():
+                modes[k] = "k"
+            elif str_[k, nr - 1] == 1:
                 modes[k] = "u"
         K = 1
         for d in kshp:

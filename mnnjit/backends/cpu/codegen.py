@@ -27,7 +27,7 @@ from functools import lru_cache
 from ...compiler.fusion import GroupSpec
 from ...ops import registry
 
-CODEGEN_VERSION = 3
+CODEGEN_VERSION = 12  # bump when generated code or intrinsics.py change (kernel cache directory)
 
 
 @dataclass(frozen=True)
@@ -50,7 +50,25 @@ class Codec:
         return f"np.{self.compute}({expr})"
 
 
+@dataclass(frozen=True)
+class F16Codec(Codec):
+    """float16 storage (arrays passed as their uint16 bits), computed in float32 (fpext/fptrunc).
+
+    A float16 node's value is rounded to half after every op, as numpy's float16 arithmetic stores it.
+    """
+
+    def load(self, arr: str, idx: str) -> str:
+        return f"f16_to_f32({arr}[{idx}])"
+
+    def store(self, arr: str, idx: str, value: str) -> str:
+        return f"{arr}[{idx}] = f32_to_f16({value})"
+
+    def cast(self, expr: str) -> str:
+        return f"f16_to_f32(f32_to_f16(np.float32({expr})))"
+
+
 CODECS: dict[str, Codec] = {
+    "float16": F16Codec("float16", "float32"),
     "float32": Codec("float32", "float32"),
     "int32": Codec("int32", "int32"),
     "uint8": Codec("uint8", "uint8"),
@@ -102,6 +120,9 @@ _ACC = {  # reduce op -> (float accumulator, int accumulator)
 }
 REDUCE_OPS = frozenset(_ACC)
 
+#: Independent accumulators in a max/min reduction's innermost loop.
+LANES_MINMAX = 4
+
 _INT_LIMITS = {"int32": (-2 ** 31, 2 ** 31 - 1), "uint8": (0, 255), "int8": (-128, 127)}
 
 
@@ -116,10 +137,10 @@ def _reduce_parts(op: str, in_dt: str) -> tuple[str, str]:
         return f"np.{acc}(1)", "acc * v"
     if op == "reduce_max":
         init = f"np.{in_dt}(-np.inf)" if is_float else f"np.{in_dt}({_INT_LIMITS[in_dt][0]})"
-        return init, "v if (v > acc or v != v) else acc"
+        return init, "v if ((v > acc) | (v != v)) else acc"
     if op == "reduce_min":
         init = f"np.{in_dt}(np.inf)" if is_float else f"np.{in_dt}({_INT_LIMITS[in_dt][1]})"
-        return init, "v if (v < acc or v != v) else acc"
+        return init, "v if ((v < acc) | (v != v)) else acc"
     raise KeyError(op)
 
 
@@ -130,6 +151,8 @@ import math
 import numpy as np
 import numba
 from numba import prange
+from mnnjit.backends.cpu.intrinsics import fast_expf, f32_order_key, f32_from_order_key
+from mnnjit.backends.cpu.fp16 import f16_to_f32, f32_to_f16
 
 '''
 _DECO = '@numba.njit(parallel=True, cache={cache}, error_model="numpy", nogil=True)\n'
@@ -143,11 +166,19 @@ def _body_exprs(spec: GroupSpec, leaf_names: list[str], ind: str) -> tuple[list[
     for j, (op, dt, refs, attrs) in enumerate(spec.nodes):
         args = [leaf_names[i] if kind == "l" else f"v{i}" for kind, i in refs]
         params = {name: f"p{k}" for name, k in attrs}
-        expr = instantiate(op, args, params)
+        override = _FAST.get((op, _ref_dtype(spec, refs[0]) if refs else ""))
+        expr = instantiate(op, args, params) if override is None else override.format(*args)
         if op == "cast" and dt in ("uint8", "int8") and refs and _ref_dtype(spec, refs[0]).startswith("float"):
             expr = f"np.int32({expr})"  # float -> 8-bit goes through int32 and wraps, as numpy does on x86
         lines.append(f"{ind}v{j} = {CODECS[dt].cast(expr)}")
     return lines, f"v{len(spec.nodes) - 1}"
+
+
+#: Vectorisable replacements for templates that call libm (see intrinsics.py), per (op, input dtype).
+_FAST = {
+    ("exp", "float32"): "fast_expf({0})",
+    ("sigmoid", "float32"): "np.float32(1.0) / (np.float32(1.0) + fast_expf(-{0}))",
+}
 
 
 def _ref_dtype(spec: GroupSpec, ref: tuple) -> str:
@@ -165,6 +196,8 @@ def _loads(spec: GroupSpec, modes: tuple, idx_of, ind: str) -> tuple[list[str], 
     for k, mode in enumerate(modes):
         if mode == "s":
             names.append(f"s{k}")
+        elif mode == "r":
+            names.append(f"r{k}")
         else:
             names.append(f"a{k}")
             lines.append(f"{ind}a{k} = {CODECS[spec.leaf_dtypes[k]].load(f'x{k}', idx_of(k, mode))}")
@@ -221,16 +254,20 @@ def gen_strided(spec: GroupSpec, modes: tuple, ndim: int, cache: bool = True) ->
         else:
             src += [f"        i{d} = rem % shp[{d}]", f"        rem = rem // shp[{d}]"]
     for k, m in enumerate(modes):
-        if m == "g":
+        if m in ("g", "r"):
             terms = " + ".join(f"i{d} * st[{k}, {d}]" for d in range(last)) or "0"
             src.append(f"        b{k} = {terms}")
+        if m == "r":  # constant along the innermost axis: one load per row
+            src.append(f"        r{k} = {CODECS[spec.leaf_dtypes[k]].load(f'x{k}', f'np.uint64(b{k})')}")
     src += ["        ob = o * inner",
             "        j0 = jb * bs",
             "        j1 = min(inner, j0 + bs)",
             "        for j in range(j0, j1):"]
-    names, loads = _loads(spec, modes, lambda k, m: "ob + j" if m == "c" else f"b{k} + j * sl{k}", "            ")
+    names, loads = _loads(spec, modes, lambda k, m: "oj" if m == "c" else f"np.uint64(b{k} + j * sl{k})",
+                          "            ")
     body, lastv = _body_exprs(spec, names, "            ")
-    src += loads + body + ["            " + out_codec.store("out", "ob + j", lastv)]
+    # unsigned indices: Numba then skips negative-index wraparound, which would block vectorisation
+    src += ["            oj = np.uint64(ob + j)"] + loads + body + ["            " + out_codec.store("out", "oj", lastv)]
     return "\n".join(src) + "\n"
 
 
@@ -241,22 +278,51 @@ def gen_reduce(spec: GroupSpec, modes: tuple, nk: int, nr: int, cache: bool = Tr
     reduced axes), ``stk``/``str_`` (int64[nleaves, nk] and [nleaves, nr] element strides), ``P``
     (the first reduced axis is split into ``P`` chunks so that full reductions run in parallel;
     partial results are combined in a fixed order), ``count`` (elements per output, for mean), then
-    the parameters.
+    the parameters. Leaf mode ``k``: constant over the reduced axes (loaded once per output).
     """
     rop, in_dt, out_dt = spec.reduce
     init, combine = _reduce_parts(rop, in_dt)
+    # Sums and products let LLVM reassociate (it then vectorises the accumulation); max/min are
+    # exact in any order and use LANES independent accumulators instead.
+    arith = rop in ("reduce_sum", "reduce_mean", "reduce_prod")
+    LANES = 1 if arith else LANES_MINMAX
+    keyed = rop in ("reduce_max", "reduce_min") and in_dt == "float32"
+    if keyed:  # float32 max/min as an integer reduction over order keys (vectorises, propagates NaN)
+        LANES = 1
+        nan_bits = 0x7FC00000 if rop == "reduce_max" else -0x400000
+        init = "np.int64(-2 ** 62)" if rop == "reduce_max" else "np.int64(2 ** 62)"
+        cmp = ">" if rop == "reduce_max" else "<"
+        combine = f"v if v {cmp} acc else acc"
+    elif not arith and not in_dt.startswith("float"):
+        LANES = 1  # integer max/min: a plain select reduction vectorises
+        cmp = ">" if rop == "reduce_max" else "<"
+        combine = f"v if v {cmp} acc else acc"
+    deco = _DECO.format(cache=cache)
+    if arith:
+        deco = deco.replace("nogil=True", "nogil=True, fastmath={'reassoc'}")
     xs = "".join(f"x{k}, " for k in range(len(modes)))
     src = [_HEADER.format(version=CODEGEN_VERSION, key=spec.key() + f" reduce k{nk} r{nr} {modes}"),
-           _DECO.format(cache=cache),
+           deco,
            f"def kernel({xs}out, shk, shr, stk, str_, P, count{_param_list(spec)}):",
            "    K = 1"]
     for d in range(nk):
         src.append(f"    K *= shk[{d}]")
+        src.append(f"    n{d} = shk[{d}]")
+    for d in range(nr):
+        src.append(f"    e{d} = shr[{d}]")
     src += ["    R0 = shr[0]",
             "    chunk = (R0 + P - 1) // P",
             f"    acc0 = {init}",
             "    part = np.empty(K * P, dtype=type(acc0))"]
     src += _hoist_scalars(spec, modes, "    ")
+    strided = [k for k, m in enumerate(modes) if m != "s"]
+    walking = [k for k, m in enumerate(modes) if m in ("g", "u")]
+    for k in strided:
+        for d in range(nk):
+            src.append(f"    sk{k}_{d} = stk[{k}, {d}]")
+    for k in walking:
+        for d in range(nr):
+            src.append(f"    sr{k}_{d} = str_[{k}, {d}]")
     src += ["    for t in prange(K * P):",
             "        o = t // P",
             "        p = t - o * P",
@@ -265,37 +331,72 @@ def gen_reduce(spec: GroupSpec, modes: tuple, nk: int, nr: int, cache: bool = Tr
         if d == 0:
             src.append("        i0 = rem")
         else:
-            src += [f"        i{d} = rem % shk[{d}]", f"        rem = rem // shk[{d}]"]
-    strided = [k for k, m in enumerate(modes) if m != "s"]
+            src += [f"        i{d} = rem % n{d}", f"        rem = rem // n{d}"]
     for k in strided:
-        terms = " + ".join(f"i{d} * stk[{k}, {d}]" for d in range(nk)) or "0"
+        terms = " + ".join(f"i{d} * sk{k}_{d}" for d in range(nk)) or "0"
         src.append(f"        c{k}_0 = {terms}")
-    src += [f"        acc = {init}",
-            "        r0s = p * chunk",
+        if modes[k] == "k":
+            src.append(f"        q{k} = {CODECS[spec.leaf_dtypes[k]].load(f'x{k}', f'np.uint64(c{k}_0)')}")
+    src += [f"        acc = {init}"] + [f"        acc_{L} = {init}" for L in range(LANES)]
+    src += ["        r0s = p * chunk",
             "        r0e = min(R0, r0s + chunk)"]
     ind = "        "
-    for d in range(nr):
-        rng = "range(r0s, r0e)" if d == 0 else f"range(shr[{d}])"
+    for d in range(nr - 1):
+        rng = "range(r0s, r0e)" if d == 0 else f"range(e{d})"
         src.append(f"{ind}for r{d} in {rng}:")
         ind += "    "
-        if d < nr - 1:
-            for k in strided:
-                src.append(f"{ind}c{k}_{d + 1} = c{k}_{d} + r{d} * str_[{k}, {d}]")
+        for k in walking:
+            src.append(f"{ind}c{k}_{d + 1} = c{k}_{d} + r{d} * sr{k}_{d}")
+    last = nr - 1
+    lo, hi = ("r0s", "r0e") if last == 0 else ("0", f"e{last}")
 
     def idx(k: int, m: str) -> str:
         if m == "u":
-            return f"c{k}_{nr - 1} + r{nr - 1}"
-        return f"c{k}_{nr - 1} + r{nr - 1} * str_[{k}, {nr - 1}]"
+            return f"np.uint64(c{k}_{last} + r{last})"
+        return f"np.uint64(c{k}_{last} + r{last} * sr{k}_{last})"
 
-    names, loads = _loads(spec, modes, idx, ind)
-    body, lastv = _body_exprs(spec, names, ind)
-    src += loads + body + [f"{ind}v = {lastv}", f"{ind}acc = {combine}"]
+    def element(ind2: str, acc_name: str) -> list[str]:
+        names, loads = [], []
+        for k, m in enumerate(modes):
+            if m == "s":
+                names.append(f"s{k}")
+            elif m == "k":
+                names.append(f"q{k}")
+            else:
+                names.append(f"a{k}")
+                loads.append(f"{ind2}a{k} = {CODECS[spec.leaf_dtypes[k]].load(f'x{k}', idx(k, m))}")
+        body, lastv = _body_exprs(spec, names, ind2)
+        value = f"f32_order_key({lastv}, {nan_bits})" if keyed else lastv
+        return loads + body + [f"{ind2}v = {value}", f"{ind2}{acc_name} = {combine.replace('acc', acc_name)}"]
+
+    # The innermost reduced loop runs LANES independent accumulators (vectorisable without
+    # reassociating), then a remainder loop; lanes are combined in a fixed order.
+    src.append(f"{ind}rm = {lo} + ({hi} - {lo}) // {LANES} * {LANES}")
+    src.append(f"{ind}for rr in range({lo}, rm, {LANES}):")
+    for L in range(LANES):
+        src.append(f"{ind}    r{last} = rr + {L}")
+        src += element(ind + "    ", f"acc_{L}")
+    src.append(f"{ind}for r{last} in range(rm, {hi}):")
+    src += element(ind + "    ", "acc")
+    lanes = [f"acc_{L}" for L in range(LANES)] + ["acc"]
+    while len(lanes) > 1:
+        nxt = []
+        for i in range(0, len(lanes) - 1, 2):
+            a, b = lanes[i], lanes[i + 1]
+            src.append(f"        v = {b}")
+            src.append(f"        {a} = {combine.replace('acc', a)}")
+            nxt.append(a)
+        if len(lanes) % 2:
+            nxt.append(lanes[-1])
+        lanes = nxt
+    if lanes[0] != "acc":
+        src.append(f"        acc = {lanes[0]}")
     src += ["        part[t] = acc",
-            "    for o in prange(K):",
+            "    for o in range(K):  # serial: K * P partials, and one parallel region compiles faster",
             "        acc = part[o * P]",
             "        for p in range(1, P):",
-            f"            v = part[o * P + p]",
+            "            v = part[o * P + p]",
             f"            acc = {combine}"]
-    final = "acc / count" if rop == "reduce_mean" else "acc"
+    final = "acc / count" if rop == "reduce_mean" else ("f32_from_order_key(acc)" if keyed else "acc")
     src.append("        " + CODECS[out_dt].store("out", "o", CODECS[out_dt].cast(final)))
     return "\n".join(src) + "\n"

@@ -35,6 +35,8 @@ def numba_module():
     """Import numba (once) and apply the thread settings."""
     global _numba
     if _numba is None:
+        # Idle OpenMP workers must sleep, not spin: spinning starves OpenBLAS and other processes.
+        os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
         import numba
         _numba = numba
         n = _pending_threads or config.env_threads()

@@ -1,0 +1,96 @@
+"""Vectorisable scalar helpers for generated kernels (imports numba: loaded only by kernels).
+
+LLVM vectorises a kernel's loop only when every call in it can be vectorised. Numba lowers
+``math.exp`` on float32 to a libm call, which blocks it (no SVML here), so float32 ``exp`` (and
+``sigmoid``, which uses it) call :func:`fast_expf`: Cody-Waite range reduction and a degree-6
+polynomial (Cephes' ``expf`` coefficients, about 1 ulp), with 2**n built by an llvmlite bitcast.
+Numerical contract: within 2 ulp of numpy's float32 exp, NaN in NaN out, inf above 88.72,
+subnormals down to -103.9, 0 below.
+
+Bump ``INTRINSICS_VERSION`` (part of the kernel cache key) whenever this file changes.
+"""
+from __future__ import annotations
+
+import numpy as np
+from llvmlite import ir
+from numba import njit, types
+from numba.extending import intrinsic
+
+INTRINSICS_VERSION = 2
+
+
+@intrinsic
+def bitcast_i32_f32(typingctx, x):
+    """Reinterpret an int32's bits as a float32 (LLVM ``bitcast``)."""
+    if x != types.int32:
+        return None
+
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(args[0], ir.FloatType())
+    return types.float32(types.int32), codegen
+
+
+@intrinsic
+def bitcast_f32_i32(typingctx, x):
+    """Reinterpret a float32's bits as an int32 (LLVM ``bitcast``)."""
+    if x != types.float32:
+        return None
+
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(args[0], ir.IntType(32))
+    return types.int32(types.float32), codegen
+
+
+@njit(inline="always", cache=True)
+def f32_order_key(v, nan_bits):
+    """An integer whose signed order is the float order of ``v`` (NaN mapped to ``nan_bits`` first).
+
+    Integer max/min reductions vectorise without reassociating; positive NaN bits sort above +inf
+    (max propagates NaN), negative NaN bits below -inf (min propagates NaN).
+    """
+    f = np.float32(v)
+    b = np.int64(bitcast_f32_i32(f)) if f == f else np.int64(nan_bits)
+    return b ^ ((b >> 31) & 0x7FFFFFFF)
+
+
+@njit(inline="always", cache=True)
+def f32_from_order_key(k):
+    """The float32 whose :func:`f32_order_key` is ``k``."""
+    b = k ^ ((k >> 31) & 0x7FFFFFFF)
+    return bitcast_i32_f32(np.int32(b))
+
+
+_LOG2E = np.float32(1.44269504088896341)
+_C1 = np.float32(0.693359375)
+_C2 = np.float32(-2.12194440e-4)
+_P0 = np.float32(1.9875691500e-4)
+_P1 = np.float32(1.3981999507e-3)
+_P2 = np.float32(8.3334519073e-3)
+_P3 = np.float32(4.1665795894e-2)
+_P4 = np.float32(1.6666665459e-1)
+_P5 = np.float32(5.0000001201e-1)
+_ONE = np.float32(1.0)
+_HALF = np.float32(0.5)
+_HI = np.float32(89.0)
+_LO = np.float32(-110.0)
+
+
+@njit(inline="always", cache=True)
+def fast_expf(x):
+    """float32 exp, vectorisable (see module docstring)."""
+    xf = np.float32(x)
+    xc = _HI if xf > _HI else xf
+    xc = _LO if xc < _LO else xc
+    fx = np.floor(xc * _LOG2E + _HALF)
+    r = xc - fx * _C1
+    r = r - fx * _C2
+    z = r * r
+    y = ((((_P0 * r + _P1) * r + _P2) * r + _P3) * r + _P4) * r + _P5
+    y = y * z + r + _ONE
+    n = np.int32(fx)
+    n1 = n >> 1
+    n2 = n - n1
+    s1 = bitcast_i32_f32(np.int32((n1 + 127) << 23))
+    s2 = bitcast_i32_f32(np.int32((n2 + 127) << 23))
+    res = y * s1 * s2
+    return xf if xf != xf else res
