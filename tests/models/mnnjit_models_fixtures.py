@@ -157,6 +157,36 @@ def real_mnn_forward(mnn_path: str, inputs: dict[str, np.ndarray], outputs: list
     return [np.array(v.read(), copy=True) for v in m.forward(xs)]  # read() views MNN memory
 
 
+_ISOLATED_ORACLE = """
+import sys, numpy as np, MNN
+data = np.load(sys.argv[1])
+names = [k for k in data.files]
+m = MNN.nn.load_module_from_file(sys.argv[2], names, sys.argv[4].split(","))
+xs = [MNN.expr.const(data[k], list(data[k].shape), MNN.expr.NCHW) for k in names]
+np.savez(sys.argv[3], *[np.array(v.read(), copy=True) for v in m.forward(xs)])
+"""
+
+
+class OracleCrashed(RuntimeError):
+    """Real MNN failed or crashed (it segfaults on some graphs): there is nothing to compare with."""
+
+
+def real_mnn_forward_isolated(mnn_path: str, inputs: dict[str, np.ndarray], outputs: list[str]) -> list[np.ndarray]:
+    """Like :func:`real_mnn_forward`, in a child process, so that a segfault in real MNN cannot kill the tests."""
+    import subprocess
+    import sys
+    import tempfile
+    with tempfile.TemporaryDirectory() as d:
+        src, dst = os.path.join(d, "in.npz"), os.path.join(d, "out.npz")
+        np.savez(src, **inputs)
+        run = subprocess.run([sys.executable, "-c", _ISOLATED_ORACLE, src, mnn_path, dst, ",".join(outputs)],
+                             capture_output=True, timeout=300)
+        if run.returncode != 0 or not os.path.exists(dst):
+            raise OracleCrashed(f"real MNN exited with {run.returncode}: {run.stderr.decode()[-300:]}")
+        with np.load(dst) as out:
+            return [out[f"arr_{i}"] for i in range(len(outputs))]
+
+
 def loop_onnx(path: str) -> str:
     """An ONNX Loop whose trip count is a model input: y <- 2*y + i, scanning every y."""
     import onnx

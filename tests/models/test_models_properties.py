@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 import mnnjit as MNN
-from mnnjit_models_fixtures import _Builder, convert, real_mnn_forward
+from mnnjit_models_fixtures import OracleCrashed, _Builder, convert, real_mnn_forward_isolated
 
 pytest.importorskip("onnx")
 pytest.importorskip("MNN")
@@ -88,7 +88,10 @@ def test_random_cnn_matches_real_mnn(spec) -> None:
         _build(onnx_path, c, h, w, layers, seed)
         convert(onnx_path, mnn_path)
         x = np.random.default_rng(seed).standard_normal((1, c, h, w)).astype(np.float32)
-        (exp,) = real_mnn_forward(mnn_path, {"x": x}, ["y"])
+        try:
+            (exp,) = real_mnn_forward_isolated(mnn_path, {"x": x}, ["y"])
+        except OracleCrashed:  # real MNN itself crashed on this graph: nothing to compare
+            assume(False)
         got = MNN.nn.load_module_from_file(mnn_path, ["x"], ["y"]).forward([MNN.expr.const(x, [1, c, h, w])])[0].read()
         assert got.shape == exp.shape, (layers, got.shape, exp.shape)
         assert float(np.abs(got - exp).max()) <= 1e-3 * max(1.0, float(np.abs(exp).max())), layers
@@ -229,7 +232,7 @@ def test_random_op_chain_matches_real_mnn(data) -> None:
         convert(onnx_path, mnn_path)
         x = np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
         try:
-            (exp,) = real_mnn_forward(mnn_path, {"x": x}, ["y"])
+            (exp,) = real_mnn_forward_isolated(mnn_path, {"x": x}, ["y"])
         except Exception:  # the oracle itself fails (real MNN's shape computation): nothing to compare
             assume(False)
         got = MNN.nn.load_module_from_file(mnn_path, ["x"], ["y"]).forward([MNN.expr.const(x, shape)])[0].read()
