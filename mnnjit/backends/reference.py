@@ -30,7 +30,14 @@ def compute_node(node: Node, inputs: list) -> np.ndarray | tuple:
 
 def evaluate(roots: list[Node]) -> None:
     """Compute and cache the values of ``roots``."""
-    order = topo_order(roots)
+    run_order(topo_order(roots), roots)
+
+
+def run_order(order: list[Node], roots: list[Node]) -> None:
+    """Run a topological ``order`` with the op references, caching the values of ``roots``.
+
+    Intermediate values are released after their last use.
+    """
     users: dict[int, int] = {}
     for node in order:
         for inp in node.inputs:

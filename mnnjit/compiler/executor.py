@@ -21,6 +21,7 @@ from ..graph import Node, topo_order
 from . import config
 from .config import counters
 from ..backends.reference import compute_node as _compute_node
+from ..backends.reference import run_order
 from .plan import KERNEL_MIN, _check
 
 _plans: "OrderedDict[tuple, object]" = OrderedDict()
@@ -120,7 +121,7 @@ def evaluate(roots: list[Node]) -> None:
             break
     if not big:
         counters["ref_graphs"] += 1
-        _ref_run(order, roots)
+        run_order(order, roots)
         return
     from .plan import build_plan, describe, trace
     tr = trace(roots, order)
@@ -142,37 +143,6 @@ def evaluate(roots: list[Node]) -> None:
     if config.debug() and (counters["kernels_compiled"], counters["kernel_disk_hits"]) != before:
         print(f"[mnnjit] kernels compiled: {counters['kernels_compiled'] - before[0]}, "
               f"loaded from the disk cache: {counters['kernel_disk_hits'] - before[1]}", file=sys.stderr)
-
-
-def _ref_run(order: list[Node], roots: list[Node]) -> None:
-    """The reference evaluator over an already computed topological order (frees values after last use)."""
-    users: dict[int, int] = {}
-    for node in order:
-        for inp in node.inputs:
-            users[id(inp)] = users.get(id(inp), 0) + 1
-    keep = {id(r) for r in roots}
-    values: dict[int, object] = {}
-    for node in order:
-        known = node.value
-        if known is not None:
-            values[id(node)] = known
-            continue
-        if node.op == "placeholder":
-            raise ValueError(f"placeholder {node.name or ''!r} (shape {list(node.shape)}) has no value: "
-                             "write() data into it before reading results that depend on it")
-        out = _compute_node(node, [values[id(i)] for i in node.inputs])
-        values[id(node)] = out
-        for inp in node.inputs:
-            k = id(inp)
-            users[k] -= 1
-            if users[k] == 0 and k not in keep:
-                values.pop(k, None)
-        if id(node) in keep:
-            if type(out) is np.ndarray:
-                if out.base is not None or not out.flags.c_contiguous:
-                    out = np.array(out, order="C")
-                out.flags.writeable = False
-            node.value = out
 
 
 def explain(*values) -> str:
