@@ -1,11 +1,14 @@
 """How much `import mnnjit, mnnjit.numpy, mnnjit.cv, mnnjit.expr, mnnjit.nn` costs over `import numpy`.
 
-Each measurement runs in a fresh interpreter (median of N runs). Budget: at most 150 ms more than numpy.
+Each measurement runs in a fresh interpreter (median of N runs), after one untimed run that writes the
+bytecode caches (as any installed package has them; PYTHONDONTWRITEBYTECODE is dropped for the children,
+otherwise every run would time compiling the sources). Budget: at most 150 ms more than numpy.
 Run: python benchmarks/import_time.py [--runs 7]
 """
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import subprocess
 import sys
@@ -15,12 +18,16 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 
+CHILD_ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+
+
 def time_import(statement: str, runs: int) -> float:
-    """Median wall time (s) of a fresh `python -c statement`."""
+    """Median wall time (s) of a fresh `python -c statement` (after one untimed warm-up run)."""
+    subprocess.run([sys.executable, "-c", statement], check=True, cwd=ROOT, env=CHILD_ENV)
     samples = []
     for _ in range(runs):
         t0 = time.perf_counter()
-        subprocess.run([sys.executable, "-c", statement], check=True, cwd=ROOT)
+        subprocess.run([sys.executable, "-c", statement], check=True, cwd=ROOT, env=CHILD_ENV)
         samples.append(time.perf_counter() - t0)
     return statistics.median(samples)
 
