@@ -1,0 +1,376 @@
+"""Convolutions as GEMMs on the register-blocked micro-kernel of :mod:`.gemm_tile`.
+
+``out[n, o, p] = act(sum_k W[o, k] * B[k, p] + bias[o])`` where ``B`` is the input itself for a
+1x1 stride-1 convolution (NCHW rows are the GEMM's rows: no packing) or an im2col block built
+per task for any other kernel/stride/padding/dilation. Weights are packed once, at plan build,
+into panels of :data:`MR` rows (``[O/MR][K][MR]``, zero rows pad the last panel) as float32 or
+float16; quantized weights (memory=low) stay as int8 / packed 4-bit codes and each task
+dequantizes the panels of its row range into a float32 scratch once (cache resident).
+
+One parallel launch per convolution: tasks are (image, row chunk, column chunk); a task walks
+its columns in blocks of :data:`NR`, calling the micro-kernel for every panel of its rows.
+Partial blocks (the last columns of a row, the last panel's missing rows) run through scratch
+tiles. Activations are float32 or float16 storage (``uint16`` bits), output storage = input
+storage. The bias and ``relu``/``relu6`` are applied in registers (other activations in a pass
+over the finished block, still cache resident).
+
+This module imports numba: import it lazily.
+"""
+from __future__ import annotations
+
+from typing import Optional, Sequence, Tuple
+
+import numpy as np
+from numba import get_num_threads, njit, prange, types
+from numba.extending import overload
+
+from .fp16 import load, store
+from .gemm_tile import MR, NR, tile_f16, tile_f16w, tile_f32
+from .fp16_kernels import ACTIVATIONS, _act, _act_code
+
+__all__ = ["PackedWeights", "conv2d_gemm", "MR", "NR"]
+
+_IN_REGISTERS = (0, 1, 2)   # activation codes the micro-kernel applies itself
+
+
+def _tile(a, b, bp, ldb, cp, ldc, k, biasp, act):
+    """Typed dispatch to the micro-kernel variant for the (weights, activations) storage."""
+
+
+@overload(_tile, inline="always")
+def _tile_ov(a, b, bp, ldb, cp, ldc, k, biasp, act):
+    if b.dtype == types.uint16 and a.dtype == types.uint16:
+        return lambda a, b, bp, ldb, cp, ldc, k, biasp, act: tile_f16w(
+            a.ctypes.data, bp, ldb, cp, ldc, k, biasp, act)
+    if b.dtype == types.uint16:
+        return lambda a, b, bp, ldb, cp, ldc, k, biasp, act: tile_f16(
+            a.ctypes.data, bp, ldb, cp, ldc, k, biasp, act)
+    return lambda a, b, bp, ldb, cp, ldc, k, biasp, act: tile_f32(
+        a.ctypes.data, bp, ldb, cp, ldc, k, biasp, act)
+
+
+class PackedWeights:
+    """A convolution's (or fully connected layer's) ``[O, K]`` weights packed into micro-kernel
+    panels: float32 or float16 values, or quantized codes dequantized per task.
+
+    ``kind``: 0 float panels (``panels`` holds them: float32 or, for float16, uint16 bits),
+    2 int8 codes, 3 packed 4-bit codes (``codes``/``scale``/``offset``/``block`` as in
+    :class:`.quant.QuantRows`)."""
+
+    def __init__(self, o: int, k: int, panels: Optional[np.ndarray] = None, quant=None) -> None:
+        self.shape = (int(o), int(k))
+        self.npanel = -(-self.shape[0] // MR)
+        if panels is not None:
+            self.kind = 0
+            self.panels = panels
+            self.codes8 = np.zeros((1, 1), np.int8)
+            self.codes4 = np.zeros((1, 1), np.uint8)
+            self.scale = self.offset = np.zeros((1, 1), np.float32)
+            self.block = 1
+        else:
+            self.kind = 3 if quant.bits <= 4 else 2
+            self.panels = np.zeros(1, np.float32)
+            self.codes8 = quant.codes if self.kind == 2 else np.zeros((1, 1), np.int8)
+            self.codes4 = quant.codes if self.kind == 3 else np.zeros((1, 1), np.uint8)
+            self.scale, self.offset, self.block = quant.scale, quant.offset, int(quant.block)
+
+    @classmethod
+    def from_dense(cls, w: np.ndarray, half: bool = False) -> "PackedWeights":
+        """Pack a float ``[O, K]`` matrix (float16 panels when ``half``)."""
+        w = np.asarray(w, np.float32)
+        if w.ndim != 2:
+            raise ValueError(f"weight matrix must be 2-D [O, K], got shape {w.shape}")
+        o, k = w.shape
+        npanel = -(-o // MR)
+        padded = np.zeros((npanel * MR, k), np.float32)
+        padded[:o] = w
+        panels = np.ascontiguousarray(padded.reshape(npanel, MR, k).transpose(0, 2, 1)).reshape(-1)
+        if half:
+            panels = panels.astype(np.float16).view(np.uint16)
+        return cls(o, k, panels=panels)
+
+    @classmethod
+    def from_quant_rows(cls, q) -> "PackedWeights":
+        """Keep a :class:`.quant.QuantRows`'s codes (dequantized panel by panel while running)."""
+        return cls(q.shape[0], q.shape[1], quant=q)
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes held for the weights."""
+        if self.kind == 0:
+            return int(self.panels.nbytes)
+        codes = self.codes8 if self.kind == 2 else self.codes4
+        return int(codes.nbytes + self.scale.nbytes + self.offset.nbytes)
+
+
+@njit(inline="always")
+def _deq_panels(kind, codes8, codes4, scale, offset, bs, g, og, q0, q1, K, dst):
+    """dst = float32 panels q0..q1 of group g's quantized rows (rows past the group are zero)."""
+    for q in range(q0, q1):
+        base = (q - q0) * K * MR
+        for r in range(MR):
+            o = g * og + q * MR + r
+            if q * MR + r >= og:
+                for k in range(K):
+                    dst[base + k * MR + r] = np.float32(0.0)
+                continue
+            for k in range(K):
+                g = k // bs
+                if kind == 2:
+                    c = np.float32(codes8[o, k])
+                else:
+                    byte = np.int32(codes4[o, k >> 1])
+                    nib = (byte >> 4) if (k & 1) == 0 else (byte & 15)
+                    c = np.float32((nib ^ 8) - 8)
+                dst[base + k * MR + r] = c * scale[o, g] + offset[o, g]
+
+
+@njit(inline="always")
+def _im2col(x, n, c0, C, H, W, kh, kw, sh, sw, pt, pl, dh, dw, OW, p0, pc, col):
+    """col[k, j] = input value of column p0 + j for row k = (c, ky, kx) (zero in the padding)."""
+    for c in range(C):
+        xr = x[n, c0 + c]
+        for ky in range(kh):
+            for kx in range(kw):
+                cr = col[(c * kh + ky) * kw + kx]
+                oy = p0 // OW
+                ox = p0 - oy * OW
+                j = 0
+                while j < pc:
+                    seg = min(OW - ox, pc - j)
+                    iy = oy * sh - pt + ky * dh
+                    dst = cr[j:j + seg]
+                    if iy < 0 or iy >= H:
+                        for q in range(seg):
+                            store(dst, q, np.float32(0.0))
+                    else:
+                        row = xr[iy * W:(iy + 1) * W]
+                        xoff = kx * dw - pl
+                        # columns whose input x = (ox + q) * sw + xoff is inside [0, W)
+                        lo = 0
+                        while lo < seg and (ox + lo) * sw + xoff < 0:
+                            lo += 1
+                        hi = seg
+                        while hi > lo and (ox + hi - 1) * sw + xoff >= W:
+                            hi -= 1
+                        for q in range(lo):
+                            store(dst, q, np.float32(0.0))
+                        for q in range(hi, seg):
+                            store(dst, q, np.float32(0.0))
+                        start = (ox + lo) * sw + xoff
+                        if sw == 1:
+                            src = row[start:start + hi - lo]
+                            d2 = dst[lo:hi]
+                            for q in range(hi - lo):
+                                d2[q] = src[q]
+                        else:
+                            for q in range(lo, hi):
+                                dst[q] = row[start + (q - lo) * sw]
+                    j += seg
+                    ox = 0
+                    oy += 1
+
+
+@njit(inline="always")
+def _finish_act(out_row, n, act):
+    """Activations the micro-kernel does not apply (sigmoid, tanh, ...), in place."""
+    for j in range(n):
+        store(out_row, j, _act(load(out_row, j), act))
+
+
+@njit(parallel=True, cache=True)
+def _k_conv_gemm(x, w, kind, codes8, codes4, scale, offset, bs, bias, out,
+                 H, W, kh, kw, sh, sw, pt, pl, dh, dw, OW, group, direct, act,
+                 n_ochunk, n_pchunk, pc_max):
+    """out[n, g*og + o, p] for every image/group; tasks = (image, group, row chunk, col chunk).
+
+    ``x`` [N, C, H*W] and ``out`` [N, O, P] (float32 or uint16 half bits), ``w`` float panels
+    (kind 0; for grouped convs the panels of group g start at panel g*npg) or quantized codes,
+    ``bias`` padded to whole panels per group [group * npg * MR] float32."""
+    N = x.shape[0]
+    C = x.shape[1]
+    O = out.shape[1]
+    P = out.shape[2]
+    cg = C // group
+    og = O // group
+    npg = (og + MR - 1) // MR
+    K = cg * kh * kw
+    reg_act = act if act <= 2 else 0
+    ntask = N * group * n_ochunk * n_pchunk
+    for task in prange(ntask):
+        pch = task % n_pchunk
+        rest = task // n_pchunk
+        och = rest % n_ochunk
+        rest = rest // n_ochunk
+        g = rest % group
+        n = rest // group
+        q0 = och * npg // n_ochunk
+        q1 = (och + 1) * npg // n_ochunk
+        p0 = pch * P // n_pchunk
+        p1 = (pch + 1) * P // n_pchunk
+        if q1 <= q0 or p1 <= p0:
+            continue
+        ctile = np.empty(MR * NR, out.dtype)
+        btile = np.empty((K, NR), out.dtype)
+        if kind == 0:
+            wp = w[(g * npg + q0) * K * MR:(g * npg + q1) * K * MR]
+        else:
+            wp = np.empty((q1 - q0) * K * MR, np.float32)
+            _deq_panels(kind, codes8, codes4, scale, offset, bs, g, og, q0, q1, K, wp)
+        col = np.empty((1 if direct else K, 1 if direct else pc_max), out.dtype)
+        xg = x[n, g * cg:(g + 1) * cg]
+        for cb in range(p0, p1, pc_max):
+            pc = min(pc_max, p1 - cb)
+            if direct:
+                bsrc = xg[:, cb:cb + pc]
+                ldb = P
+                bptr = x.ctypes.data + x.itemsize * ((n * C + g * cg) * P + cb)
+            else:
+                _im2col(x, n, g * cg, cg, H, W, kh, kw, sh, sw, pt, pl, dh, dw, OW, cb, pc, col)
+                bsrc = col[:, :pc]
+                ldb = pc_max
+                bptr = col.ctypes.data
+            for j0 in range(0, pc, NR):
+                full = j0 + NR <= pc
+                if full:
+                    bp = bptr + x.itemsize * j0
+                    bl = ldb
+                else:
+                    t = pc - j0
+                    for k in range(K):
+                        br = btile[k]
+                        sr = bsrc[k, j0:j0 + t]
+                        for j in range(t):
+                            br[j] = sr[j]
+                        for j in range(t, NR):
+                            br[j] = 0
+                    bp = btile.ctypes.data
+                    bl = NR
+                for q in range(q0, q1):
+                    o0 = g * og + q * MR
+                    rows = min(MR, g * og + og - o0)
+                    ap = wp[(q - q0) * K * MR:(q - q0 + 1) * K * MR]
+                    bptr_bias = bias.ctypes.data + 4 * (g * npg + q) * MR
+                    if full and rows == MR:
+                        cp = out.ctypes.data + out.itemsize * ((n * O + o0) * P + cb + j0)
+                        _tile(ap, out, bp, bl, cp, P, K, bptr_bias, reg_act)
+                        if act > 2:
+                            for r in range(MR):
+                                _finish_act(out[n, o0 + r, cb + j0:cb + j0 + NR], NR, act)
+                    else:
+                        _tile(ap, out, bp, bl, ctile.ctypes.data, NR, K, bptr_bias, reg_act)
+                        t = min(NR, pc - j0)
+                        for r in range(rows):
+                            dst = out[n, o0 + r, cb + j0:cb + j0 + t]
+                            src = ctile[r * NR:r * NR + t]
+                            for j in range(t):
+                                dst[j] = src[j]
+                            if act > 2:
+                                _finish_act(dst, t, act)
+        _keep(ctile, btile, col, wp)
+
+
+@njit(inline="never")
+def _keep(a, b, c, d):
+    return a.size + b.size + c.size + d.size
+
+
+def _out_hw(h: int, w: int, kh: int, kw: int, stride, pads, dilation) -> Tuple[int, int]:
+    oh = (h + pads[0] + pads[1] - ((kh - 1) * dilation[0] + 1)) // stride[0] + 1
+    ow = (w + pads[2] + pads[3] - ((kw - 1) * dilation[1] + 1)) // stride[1] + 1
+    if oh <= 0 or ow <= 0:
+        raise ValueError(f"conv2d: kernel {(kh, kw)} (dilation {tuple(dilation)}) larger than "
+                         f"padded input {(h + pads[0] + pads[1], w + pads[2] + pads[3])}")
+    return oh, ow
+
+
+_COL_BYTES = 128 * 1024      # im2col block budget (L2 is 512 KiB per core here)
+
+
+class ConvGemm:
+    """One convolution prepared for :func:`_k_conv_gemm`: packed weights, padded bias, attributes
+    and the task split, for a fixed input shape. ``run(x, out)`` computes into ``out``."""
+
+    def __init__(self, weights: PackedWeights, bias: Optional[np.ndarray], in_shape: Sequence[int],
+                 kernel: Tuple[int, int], stride=(1, 1), pads=(0, 0, 0, 0), dilation=(1, 1),
+                 group: int = 1, act: str = "", threads: Optional[int] = None) -> None:
+        if len(in_shape) != 4:
+            raise ValueError(f"conv2d: input must be NCHW (4-D), got shape {list(in_shape)}")
+        N, C, H, W = (int(v) for v in in_shape)
+        kh, kw = kernel
+        O, K = weights.shape
+        if C % group or O % group:
+            raise ValueError(f"conv2d: group {group} does not divide channels in {C} / out {O}")
+        cg, og = C // group, O // group
+        if K != cg * kh * kw:
+            raise ValueError(f"conv2d: weight has {K} columns, expected C/group*kh*kw = "
+                             f"{cg}*{kh}*{kw} = {cg * kh * kw}")
+        if group > 1 and weights.kind == 0 and og % MR:
+            raise ValueError("grouped float weights must be packed per group (use pack_grouped)")
+        self.w = weights
+        self.kernel, self.stride, self.pads, self.dilation = (kh, kw), tuple(stride), tuple(pads), tuple(dilation)
+        self.group, self.act = int(group), _act_code(act)
+        oh, ow = _out_hw(H, W, kh, kw, stride, pads, dilation)
+        self.in_shape, self.out_shape = (N, C, H, W), (N, O, oh, ow)
+        npg = -(-og // MR)
+        b = np.zeros(group * npg * MR, np.float32)
+        if bias is not None:
+            bias = np.asarray(bias, np.float32).reshape(-1)
+            if bias.size != O:
+                raise ValueError(f"conv2d: bias has {bias.size} values, expected {O}")
+            for g in range(group):
+                b[g * npg * MR:g * npg * MR + og] = bias[g * og:(g + 1) * og]
+        self.bias = b
+        P = oh * ow
+        self.direct = kh == kw == 1 and tuple(stride) == (1, 1) and not any(pads)
+        self.pc_max = P if self.direct else max(NR, min(P, (_COL_BYTES // (4 * K)) // NR * NR))
+        threads = threads or get_num_threads()
+        # split columns first (weights are shared), rows when there are few columns
+        units = N * group
+        n_p = max(1, min(-(-P // NR), -(-threads // units)))
+        n_o = 1
+        if units * n_p < threads:
+            n_o = max(1, min(npg, -(-threads // (units * n_p))))
+        if weights.kind != 0:
+            # quantized: each task dequantizes its panels once; prefer row chunks
+            n_o, n_p = max(1, min(npg, -(-threads // units))), 1
+        self.n_o, self.n_p = n_o, n_p
+
+    def run(self, x: np.ndarray, out: np.ndarray) -> np.ndarray:
+        """Compute the convolution of ``x`` (storage array: float32 or uint16 half bits) into
+        ``out`` (same storage, shape :attr:`out_shape`)."""
+        N, C, H, W = self.in_shape
+        (kh, kw), (sh, sw), (pt, _, pl, _), (dh, dw) = self.kernel, self.stride, self.pads, self.dilation
+        wt = self.w
+        _k_conv_gemm(x.reshape(N, C, H * W), wt.panels, wt.kind, wt.codes8, wt.codes4, wt.scale,
+                     wt.offset, wt.block, self.bias, out.reshape(N, self.out_shape[1], -1),
+                     H, W, kh, kw, sh, sw, pt, pl, dh, dw, self.out_shape[3], self.group,
+                     self.direct, self.act, self.n_o, self.n_p, self.pc_max)
+        return out
+
+
+def pack_grouped(w: np.ndarray, group: int, half: bool = False) -> PackedWeights:
+    """Pack ``[O, K]`` weights of a grouped convolution: each group's rows padded to whole panels."""
+    w = np.asarray(w, np.float32)
+    O, K = w.shape
+    og = O // group
+    npg = -(-og // MR)
+    padded = np.zeros((group, npg * MR, K), np.float32)
+    padded[:, :og] = w.reshape(group, og, K)
+    pw = PackedWeights.from_dense(padded.reshape(group * npg * MR, K), half)
+    pw.shape = (O, K)
+    pw.npanel = group * npg
+    return pw
+
+
+def conv2d_gemm(x: np.ndarray, w: np.ndarray, bias: Optional[np.ndarray], stride=(1, 1),
+                pads=(0, 0, 0, 0), dilation=(1, 1), group: int = 1, act: str = "") -> np.ndarray:
+    """Convenience: ``conv2d`` of float32 NCHW ``x`` with float32 ``w`` [O, C/group, kh, kw]
+    through the micro-kernel (packs the weights on every call: for tests and one-off use)."""
+    O, cg, kh, kw = w.shape
+    wm = np.asarray(w, np.float32).reshape(O, cg * kh * kw)
+    pw = pack_grouped(wm, group) if group > 1 else PackedWeights.from_dense(wm)
+    cv = ConvGemm(pw, bias, x.shape, (kh, kw), stride, pads, dilation, group, act)
+    x = np.ascontiguousarray(x, np.float32)
+    out = np.empty(cv.out_shape, np.float32)
+    return cv.run(x, out)

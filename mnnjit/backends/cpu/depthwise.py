@@ -1,0 +1,159 @@
+"""Depthwise convolution (group == C == O), NCHW.
+
+Each task keeps a zero-bordered float32 copy of one input plane (the border is zeroed once per
+task; a channel overwrites only the interior), so every tap is in bounds and a whole output plane
+is one vectorisable loop over a flat index (3x3 written out for stride 1 and 2), small planes
+(7x7, 14x14) included. Rows are stored through the activation (float32 or float16 storage).
+Tasks are chunks of (image, channel) planes.
+
+This module imports numba: import it lazily.
+"""
+from __future__ import annotations
+
+from typing import Optional, Tuple
+
+import numpy as np
+from numba import get_num_threads, njit, prange
+
+from .fp16 import load
+from .fp16_kernels import _act_code, _store_act, _writable, storage_view
+
+__all__ = ["Depthwise", "depthwise_conv2d"]
+
+
+@njit(inline="always")
+def _plane_flat(xp, WP, acc, n_flat, wc, b, kh, kw, s, dh, dw):
+    """acc[i] = b + sum_taps wc[tap] * xp[s*i + ky*dh*WP + kx*dw] for i < n_flat: the whole
+    (zero-bordered, row stride WP) plane as one vectorisable loop; i = oy*WP + ox, columns
+    ox >= OW are junk the caller skips."""
+    a = acc[:n_flat]
+    if kh == 3 and kw == 3 and (s == 1 or s == 2):
+        # every tap as its own slice from 0: an index like ``i + dw`` with a run-time offset keeps
+        # Numba's negative-index check in the loop, which stops vectorisation
+        w0, w1, w2, w3, w4, w5, w6, w7, w8 = wc[0], wc[1], wc[2], wc[3], wc[4], wc[5], wc[6], wc[7], wc[8]
+        t0 = xp[0:]
+        t1 = xp[dw:]
+        t2 = xp[2 * dw:]
+        t3 = xp[dh * WP:]
+        t4 = xp[dh * WP + dw:]
+        t5 = xp[dh * WP + 2 * dw:]
+        t6 = xp[2 * dh * WP:]
+        t7 = xp[2 * dh * WP + dw:]
+        t8 = xp[2 * dh * WP + 2 * dw:]
+        if s == 1:
+            for i in range(n_flat):
+                a[i] = (b + w0 * t0[i] + w1 * t1[i] + w2 * t2[i] + w3 * t3[i] + w4 * t4[i]
+                        + w5 * t5[i] + w6 * t6[i] + w7 * t7[i] + w8 * t8[i])
+        else:
+            for i in range(n_flat):
+                j = 2 * i
+                a[i] = (b + w0 * t0[j] + w1 * t1[j] + w2 * t2[j] + w3 * t3[j] + w4 * t4[j]
+                        + w5 * t5[j] + w6 * t6[j] + w7 * t7[j] + w8 * t8[j])
+    else:
+        for i in range(n_flat):
+            a[i] = b
+        for ky in range(kh):
+            for kx in range(kw):
+                wv = wc[ky * kw + kx]
+                r = xp[ky * dh * WP + kx * dw:]
+                for i in range(n_flat):
+                    a[i] += wv * r[s * i]
+
+
+@njit(parallel=True, cache=True)
+def _k_depthwise(x, w, bias, out, kh, kw, sh, sw, pt, pl, dh, dw, act, nchunk):
+    """out[n, c] = act(bias[c] + sum_taps w[c, tap] * x[n, c, shifted]); x [N, C, H, W] and out
+    [N, C, OH, OW] as storage arrays (float32 or uint16 half bits), w [C, kh*kw] float32.
+
+    Per task a zero-bordered float32 plane (borders written once; each channel overwrites only
+    the interior with contiguous row copies). With equal strides the plane is computed as one
+    flat loop (:func:`_plane_flat`); rows are then stored through the activation."""
+    N, C, H, W = x.shape
+    OH, OW = out.shape[2], out.shape[3]
+    HP = max((OH - 1) * sh + (kh - 1) * dh + 1, pt + H)
+    WP = max((OW - 1) * sw + (kw - 1) * dw + 1, pl + W)
+    NC = N * C
+    s = sh
+    # one flat loop needs equal strides; the flat index i = oy*WP + ox stops at the last output
+    n_flat = (OH - 1) * WP + OW
+    for chunk in prange(nchunk):
+        c0 = chunk * NC // nchunk
+        c1 = (chunk + 1) * NC // nchunk
+        xp = np.zeros((HP + 1) * WP, np.float32)
+        acc = np.empty(max(n_flat, 1), np.float32)
+        for nc in range(c0, c1):
+            n = nc // C
+            c = nc % C
+            plane = x[n, c]
+            for iy in range(H):
+                if pt + iy >= HP:
+                    break
+                dst = xp[(pt + iy) * WP + pl:(pt + iy) * WP + WP]
+                src = plane[iy]
+                m = min(W, WP - pl)
+                for ix in range(m):
+                    dst[ix] = load(src, ix)
+            if sh == sw:
+                _plane_flat(xp, WP, acc, n_flat, w[c], bias[c], kh, kw, s, dh, dw)
+                for oy in range(OH):
+                    _store_act(out[n, c, oy], 0, acc, oy * WP, np.float32(0.0), OW, act)
+            else:
+                wc = w[c]
+                for oy in range(OH):
+                    row = acc[:OW]
+                    for ox in range(OW):
+                        row[ox] = bias[c]
+                    for ky in range(kh):
+                        r = xp[(oy * sh + ky * dh) * WP:]
+                        for kx in range(kw):
+                            wv = wc[ky * kw + kx]
+                            rk = r[kx * dw:]
+                            for ox in range(OW):
+                                row[ox] += wv * rk[ox * sw]
+                    _store_act(out[n, c, oy], 0, acc, 0, np.float32(0.0), OW, act)
+
+
+class Depthwise:
+    """A depthwise convolution prepared for a fixed input shape; ``run(x, out)`` computes into
+    ``out`` (storage arrays, float32 or float16 bits)."""
+
+    def __init__(self, weight: np.ndarray, bias: Optional[np.ndarray], in_shape,
+                 kernel: Tuple[int, int], stride=(1, 1), pads=(0, 0, 0, 0), dilation=(1, 1),
+                 act: str = "", threads: Optional[int] = None) -> None:
+        if len(in_shape) != 4:
+            raise ValueError(f"depthwise_conv2d: input must be NCHW, got shape {list(in_shape)}")
+        N, C, H, W = (int(v) for v in in_shape)
+        kh, kw = kernel
+        w = np.ascontiguousarray(weight, np.float32)
+        if w.size != C * kh * kw:
+            raise ValueError(f"depthwise_conv2d: weight has {w.size} values, expected "
+                             f"C*kh*kw = {C * kh * kw}")
+        self.w = _writable(w.reshape(C, kh * kw)).copy()
+        b = np.zeros(C, np.float32) if bias is None else np.asarray(bias, np.float32).reshape(-1)
+        if b.size != C:
+            raise ValueError(f"depthwise_conv2d: bias has {b.size} values, expected {C}")
+        self.bias = np.array(b, np.float32)
+        oh = (H + pads[0] + pads[1] - ((kh - 1) * dilation[0] + 1)) // stride[0] + 1
+        ow = (W + pads[2] + pads[3] - ((kw - 1) * dilation[1] + 1)) // stride[1] + 1
+        if oh <= 0 or ow <= 0:
+            raise ValueError(f"depthwise_conv2d: kernel {kernel} larger than the padded input")
+        self.in_shape, self.out_shape = (N, C, H, W), (N, C, oh, ow)
+        self.args = (kh, kw, int(stride[0]), int(stride[1]), int(pads[0]), int(pads[2]),
+                     int(dilation[0]), int(dilation[1]), _act_code(act))
+        self.nchunk = max(1, min(N * C, 4 * (threads or get_num_threads())))
+
+    def run(self, x: np.ndarray, out: np.ndarray) -> np.ndarray:
+        """Compute into ``out`` (same storage as ``x``)."""
+        _k_depthwise(x, self.w, self.bias, out, *self.args, self.nchunk)
+        return out
+
+
+def depthwise_conv2d(x: np.ndarray, weight: np.ndarray, bias: Optional[np.ndarray],
+                     kernel: Tuple[int, int], stride=(1, 1), pads=(0, 0, 0, 0),
+                     dilation=(1, 1), act: str = "") -> np.ndarray:
+    """Depthwise 2-D convolution of NCHW ``x`` (float32 or float16); weight ``[C, kh*kw]``."""
+    x = np.ascontiguousarray(x)
+    dw = Depthwise(weight, bias, x.shape, kernel, stride, pads, dilation, act)
+    out = np.empty(dw.out_shape, x.dtype)
+    dw.run(storage_view(x), storage_view(out))
+    return out
