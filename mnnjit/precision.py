@@ -186,25 +186,36 @@ def weight_nbytes(source: Any) -> int:
 
 def plan_for_modes(program: Any, signature: tuple, precision: int = NORMAL,
                    memory: int = NORMAL) -> Any:
-    """The model runner's hook (``nn.Module._plan``): ``program.plan(signature)`` for fp32 modes
-    (nothing imported), otherwise a :class:`mnnjit.backends.cpu.mode_exec.ModePlan` (fp16
-    storage and/or quantized weights) built once per (signature, modes) and cached on the
-    program. With memory=low the float ExecutionPlan is dropped once the ModePlan holds the
-    codes, so the decoded float weights are freed. Dynamic plans (control flow) run unchanged."""
+    """The model runner's hook (``nn.Module._plan``): the plan that runs ``program`` for an input
+    signature in the given modes.
+
+    A static plan whose graph has convolutions (or, in fp16 / quantized modes, a fully connected
+    layer) runs as a :class:`mnnjit.backends.cpu.net_exec.NetPlan` (kernel steps on preallocated
+    buffers; fp16 storage under precision=low, quantized weight codes under memory=low), built
+    once per (signature, modes, thread count) and cached on the program. Other plans (no
+    convolution, control flow, compiling disabled with ``MNNJIT_JIT_THRESHOLD=off``) are the
+    program's ExecutionPlan, which imports nothing."""
     modes = parse_modes({"precision": precision, "memory": memory})
-    if not (modes.fp16 or modes.keep_quantized):
-        return program.plan(signature)
-    cache = program.__dict__.setdefault("_mode_plans", {})
-    mp = cache.get((signature, modes))
-    if mp is None:
-        plan = program.plan(signature)
-        if getattr(plan, "dynamic", False):
-            return plan
-        from .backends.cpu.mode_exec import ModePlan
-        mp = cache[(signature, modes)] = ModePlan(plan, modes)
-        if modes.keep_quantized and mp.weights:
-            program._plans.pop(signature, None)
-    return mp
+    plan = program.plan(signature)
+    if getattr(plan, "dynamic", False):
+        return plan
+    from .compiler.config import compiling_enabled
+    if not compiling_enabled():
+        return plan
+    cache = program.__dict__.setdefault("_net_plans", {})
+    worth = cache.get(("worth", signature, modes))
+    if worth is None:
+        from .models.netcheck import runs_as_net
+        worth = cache[("worth", signature, modes)] = runs_as_net(plan, modes)
+    if not worth:
+        return plan
+    from .backends.cpu.net_exec import NetPlan
+    from numba import get_num_threads
+    key = (signature, modes, get_num_threads())
+    net = cache.get(key)
+    if net is None or net.plan is not plan:
+        net = cache[key] = NetPlan(plan, modes)
+    return net
 
 
 def set_executor_modes(precision: Any = NORMAL, memory: Any = NORMAL) -> Modes:

@@ -52,6 +52,12 @@ def threshold() -> int:
     return _threshold if _jit_enabled else 1 << 62
 
 
+def compiling_enabled() -> bool:
+    """False when ``MNNJIT_JIT_THRESHOLD=off`` (or equivalent) disabled compiled kernels."""
+    threshold()
+    return bool(_jit_enabled)
+
+
 def set_threshold(n: int | None) -> int:
     """Set the compile threshold (None: back to the environment/default); returns the previous value.
 

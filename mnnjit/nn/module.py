@@ -92,13 +92,12 @@ class _Module:
             return self._last_plan
         rt = self._rt
         try:
-            if rt is not None and (rt.precision == 2 or rt.memory == 2):
-                # fp16 storage / quantized weights: the precision engineer's ModePlan over a plan
-                # translated with plain conv2d nodes (program.plain_conv, set at load)
+            plan = self._program.plan(sig)
+            if not getattr(plan, "dynamic", True):
+                # CNNs (and the precision/memory modes) run as kernel steps (backends/cpu/net_exec)
                 from ..precision import plan_for_modes
-                plan = plan_for_modes(self._program, sig, rt.precision, rt.memory)
-            else:
-                plan = self._program.plan(sig)
+                plan = plan_for_modes(self._program, sig, rt.precision if rt is not None else 0,
+                                      rt.memory if rt is not None else self._program.memory)
         except (ValueError, TypeError, IndexError) as exc:
             shapes = ", ".join(f"{spec.name!r}: {list(shape)}" for spec, (shape, _, _) in zip(self._program.inputs, sig))
             raise type(exc)(f"the model cannot take inputs of shapes {{{shapes}}}: {exc}") from exc
@@ -217,8 +216,6 @@ def load_module_from_file(file_name: str, input_names: Sequence[str] = (), outpu
     program = load_program(file_name, list(input_names or []), list(output_names or []), weight_path)
     memory = runtime_manager.memory if runtime_manager is not None else int(getattr(memory_mode, "value", memory_mode))
     program.memory = memory
-    if runtime_manager is not None and (runtime_manager.precision == 2 or runtime_manager.memory == 2):
-        program.plain_conv, program.memory = True, 0  # ModePlan keeps the codes itself
     mod = _Module(program, runtime_manager, "")
     if runtime_manager is None and (thread_num or num_thread) > 1:
         mod._threads = int(thread_num or num_thread)
@@ -227,7 +224,7 @@ def load_module_from_file(file_name: str, input_names: Sequence[str] = (), outpu
         specs = program.inputs
         if all(s.dims is not None and all(d >= 0 for d in s.dims) for s in specs):
             sig = tuple((tuple(s.dims), s.dtype, s.fmt) for s in specs)
-            mod._last_sig, mod._last_plan = sig, program.plan(sig)
+            mod._plan(sig)
     return mod
 
 

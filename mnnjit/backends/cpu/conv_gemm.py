@@ -112,7 +112,7 @@ def _deq_panels(kind, codes8, codes4, scale, offset, bs, g, og, q0, q1, K, dst):
             o = g * og + q * MR + r
             if q * MR + r >= og:
                 for k in range(K):
-                    dst[base + k * MR + r] = np.float32(0.0)
+                    store(dst, base + k * MR + r, np.float32(0.0))
                 continue
             for k in range(K):
                 g = k // bs
@@ -122,7 +122,7 @@ def _deq_panels(kind, codes8, codes4, scale, offset, bs, g, og, q0, q1, K, dst):
                     byte = np.int32(codes4[o, k >> 1])
                     nib = (byte >> 4) if (k & 1) == 0 else (byte & 15)
                     c = np.float32((nib ^ 8) - 8)
-                dst[base + k * MR + r] = c * scale[o, g] + offset[o, g]
+                store(dst, base + k * MR + r, c * scale[o, g] + offset[o, g])
 
 
 @njit(inline="always")
@@ -215,7 +215,7 @@ def _k_conv_gemm(x, w, kind, codes8, codes4, scale, offset, bs, bias, out,
         if kind == 0:
             wp = w[(g * npg + q0) * K * MR:(g * npg + q1) * K * MR]
         else:
-            wp = np.empty((q1 - q0) * K * MR, np.float32)
+            wp = np.empty((q1 - q0) * K * MR, w.dtype)
             _deq_panels(kind, codes8, codes4, scale, offset, bs, g, og, q0, q1, K, wp)
         col = np.empty((1 if direct else K, 1 if direct else pc_max), out.dtype)
         xg = x[n, g * cg:(g + 1) * cg]

@@ -1,0 +1,312 @@
+"""Run a CNN model's execution plan as a fixed list of Numba kernel calls on preallocated buffers.
+
+:class:`NetPlan` walks an :class:`mnnjit.models.program.ExecutionPlan`'s graph once, for one input
+signature, mode and thread count, and turns every node into a step:
+
+* convolutions (``mnn_conv2d``, or ``conv2d`` with constant weights) -> :class:`.conv_gemm.ConvGemm`
+  (the register-blocked micro-kernel, bias and relu/relu6 fused; weights packed once, as float32,
+  float16 (precision=low) or kept as int8/4-bit codes (memory=low)), depthwise ones ->
+  :class:`.depthwise.Depthwise`, 3x3 stride-1 ones -> Winograd when :mod:`.winograd` says so;
+* ``add`` of two same-shape tensors, with a ``relu``/``relu6`` that only it feeds folded in;
+  lone activations; max/average pooling; global average pooling;
+* a fully connected layer (``matmul_ex`` with a constant weight) -> BLAS (or the quantized GEMV);
+* anything else -> the op's numpy reference on float32 values.
+
+Buffers: every kernel output is assigned, at build, a buffer from a pool (reused once every value
+living in it, views made by reference steps included, is dead); buffers the outputs may alias
+are fresh per forward, so results a caller keeps are never overwritten. Activations are float32,
+or float16 storage under precision=low (converted at reference steps and at the outputs).
+
+This module imports numba: import it lazily.
+"""
+from __future__ import annotations
+
+from typing import Any, Dict, List, Optional, Tuple
+
+import numpy as np
+from numba import get_num_threads
+
+from ...graph import Node, topo_order
+from ...ops import registry
+from . import fp16_kernels as K
+from ._blas import single_threaded_blas
+from .conv_gemm import ConvGemm, PackedWeights, pack_grouped
+from .depthwise import Depthwise
+from .fp16 import to_f16, to_f32
+
+__all__ = ["NetPlan", "worth_it"]
+
+_ACTS = ("relu", "relu6", "sigmoid", "tanh")
+_KERNEL_OPS = ("mnn_conv2d", "conv2d")
+
+
+def worth_it(plan: Any) -> bool:
+    """True when a plan's graph has a convolution this executor runs (else the generic path)."""
+    if getattr(plan, "dynamic", False) or not getattr(plan, "outputs", None):
+        return False
+    return any(_conv_params(n) is not None for n in topo_order(plan.outputs, stop_at_values=False))
+
+
+def _conv_params(n: Node) -> Optional[Tuple[Any, Optional[np.ndarray], Tuple[int, ...]]]:
+    """(weights: ConvWeights or float array [O, cg, kh, kw], bias, weight shape) of a convolution
+    node this executor can run, else None."""
+    if n.op == "mnn_conv2d" and len(n.shape) == 4 and n.dtype == np.float32:
+        w = n.attrs["weights"]
+        return w, w.bias, tuple(w.shape)
+    if n.op == "conv2d" and len(n.shape) == 4 and n.dtype == np.float32 and \
+            n.inputs[1].op == "const" and (len(n.inputs) == 2 or n.inputs[2].op == "const"):
+        w = np.asarray(n.inputs[1].value, np.float32)
+        b = None if len(n.inputs) == 2 else np.asarray(n.inputs[2].value, np.float32).reshape(-1)
+        return w, b, tuple(w.shape)
+    return None
+
+
+class NetPlan:
+    """A plan's graph as kernel steps (see the module docstring). ``run(arrays)`` -> outputs."""
+
+    def __init__(self, plan: Any, modes: Any = None, threads: Optional[int] = None) -> None:
+        self.plan = plan
+        self.placeholders = plan.placeholders
+        self.out_fmts = list(plan.out_fmts)
+        self.fp16 = bool(modes is not None and modes.fp16)
+        self.keep_quantized = bool(modes is not None and modes.keep_quantized)
+        self.act_dtype = np.dtype(np.float16) if self.fp16 else np.dtype(np.float32)
+        self.threads = threads or get_num_threads()
+        self.weights: List[Any] = []
+        order = topo_order(plan.outputs, stop_at_values=False)
+        self.order = order
+        slot = {id(n): k for k, n in enumerate(order)}
+        consumers: Dict[int, List[Node]] = {}
+        for n in order:
+            for i in n.inputs:
+                consumers.setdefault(id(i), []).append(n)
+        outputs = {id(o) for o in plan.outputs}
+        self.init: List[Any] = [None] * len(order)
+        self.feed_slots = [slot.get(id(p)) for p in plan.placeholders]
+        steps: List[list] = []
+        folded: Dict[int, int] = {}          # id(act node) -> slot of the add it was folded into
+        for k, n in enumerate(order):
+            if n.op == "const":
+                self.init[k] = n.value
+                continue
+            if n.op == "placeholder":
+                continue
+            if id(n) in folded:
+                continue
+            step = self._kernel_step(n, slot, consumers, outputs, folded)
+            if step is None:
+                step = ["ref", registry.get(n.op).ref, n.attrs, [slot[id(i)] for i in n.inputs],
+                        n.dtype, n.shape]
+            step.append(k)
+            steps.append(step)
+        for act_id, k in folded.items():
+            slot[act_id] = k
+        self.out_slots = [slot[id(o)] for o in plan.outputs]
+        self.out_shapes = [tuple(o.shape) for o in plan.outputs]
+        self.steps = steps
+        self._plan_buffers()
+
+    # ------------------------------------------------------------------ building
+    def _weights(self, w: Any, shape: Tuple[int, ...], group: int) -> PackedWeights:
+        O, cg, kh, kw = shape
+        if not isinstance(w, np.ndarray) and w.quantized and self.keep_quantized and group == 1:
+            from .quant import QuantRows
+            return PackedWeights.from_quant_rows(
+                QuantRows.from_quantized(w._quant, (O, cg * kh * kw)))
+        dense = w if isinstance(w, np.ndarray) else w.dense()
+        mat = np.asarray(dense, np.float32).reshape(O, cg * kh * kw)
+        if group > 1:
+            return pack_grouped(mat, group, self.fp16)
+        return PackedWeights.from_dense(mat, self.fp16)
+
+    def _kernel_step(self, n: Node, slot, consumers, outputs, folded) -> Optional[list]:
+        ins = n.inputs
+        if n.dtype != np.float32:
+            return None
+        conv = _conv_params(n)
+        if conv is not None and min(n.attrs["pads"]) >= 0:
+            w, bias, shape = conv
+            O, cg, kh, kw = shape
+            a = n.attrs
+            g = int(a.get("group", 1))
+            in_shape = ins[0].shape
+            act = a.get("act", "")
+            if g == in_shape[1] == O and cg == 1:
+                dense = w if isinstance(w, np.ndarray) else w.dense()
+                op = Depthwise(np.asarray(dense).reshape(O, kh * kw), bias, in_shape, (kh, kw),
+                               a["stride"], a["pads"], a["dilation"], act, self.threads)
+                return ["dw", op, slot[id(ins[0])], op.out_shape]
+            wino = _winograd(w, bias, shape, in_shape, a, g, self.threads, self.fp16,
+                             self.keep_quantized)
+            if wino is not None:
+                self.weights.append(wino)
+                return ["wino", wino, slot[id(ins[0])], tuple(n.shape)]
+            pw = self._weights(w, shape, g)
+            self.weights.append(pw)
+            op = ConvGemm(pw, bias, in_shape, (kh, kw), a["stride"], a["pads"], a["dilation"],
+                          g, act, self.threads)
+            return ["conv", op, slot[id(ins[0])], op.out_shape]
+        if n.op == "add" and len(ins) == 2 and ins[0].shape == ins[1].shape == n.shape and \
+                ins[0].dtype == ins[1].dtype == np.float32:
+            act = ""
+            cons = consumers.get(id(n), [])
+            if len(cons) == 1 and cons[0].op in ("relu", "relu6") and id(n) not in outputs:
+                act = cons[0].op
+                folded[id(cons[0])] = slot[id(n)]
+            return ["add", K._act_code(act), slot[id(ins[0])], slot[id(ins[1])], tuple(n.shape)]
+        if n.op in _ACTS and ins[0].dtype == np.float32:
+            return ["act", K._act_code(n.op), slot[id(ins[0])], tuple(n.shape)]
+        if n.op == "pool2d" and len(n.shape) == 4 and n.attrs["kind"] in ("max", "avg"):
+            a = n.attrs
+            x = ins[0]
+            if n.shape[2:] == (1, 1) and tuple(a["kernel"]) == tuple(x.shape[2:]) and \
+                    not any(a["pads"]) and a["kind"] == "avg":
+                return ["gap", slot[id(x)], tuple(n.shape)]
+            if min(a["pads"]) < 0:
+                return None
+            (kh, kw), (sh, sw), p = a["kernel"], a["stride"], a["pads"]
+            return ["pool", (a["kind"] == "max", kh, kw, sh, sw, p[0], p[2], p[1], p[3],
+                             bool(a.get("count_include_pad", True))), slot[id(x)], tuple(n.shape)]
+        return None
+
+    def _plan_buffers(self) -> None:
+        """Assign each kernel step's output a pooled buffer (or a fresh one per forward)."""
+        n_slots = len(self.order)
+        last_use = [-1] * n_slots
+        for t, st in enumerate(self.steps):
+            for s in _step_inputs(st):
+                last_use[s] = t
+        for s in self.out_slots:
+            last_use[s] = len(self.steps)
+        # owners: the kernel-output slots whose buffer a value may live in (reference steps may
+        # return views of their inputs)
+        owners: List[frozenset] = [frozenset()] * n_slots
+        for st in self.steps:
+            out = st[-1]
+            if st[0] == "ref":
+                owners[out] = frozenset().union(*(owners[s] for s in st[3]))
+            else:
+                owners[out] = frozenset([out])
+        buf_last = {}
+        for s in range(n_slots):
+            for o in owners[s]:
+                buf_last[o] = max(buf_last.get(o, -1), last_use[s])
+        fresh = set().union(*(owners[s] for s in self.out_slots)) if self.out_slots else set()
+        free: Dict[tuple, List[np.ndarray]] = {}
+        release: Dict[int, List[int]] = {}
+        self.buffers: Dict[int, Optional[np.ndarray]] = {}
+        held: Dict[int, np.ndarray] = {}
+        for t, st in enumerate(self.steps):
+            out = st[-1]
+            if st[0] != "ref":
+                shape = st[-2]
+                if out in fresh:
+                    self.buffers[out] = None
+                else:
+                    key = (tuple(shape), self.act_dtype)
+                    pool = free.get(key)
+                    buf = pool.pop() if pool else np.empty(shape, self.act_dtype)
+                    self.buffers[out] = buf
+                    held[out] = buf
+                    release.setdefault(max(buf_last.get(out, t), t), []).append(out)
+            for o in release.pop(t, []):
+                b = held.pop(o)
+                free.setdefault((b.shape, b.dtype), []).append(b)
+        self.n_buffers = sum(1 for b in self.buffers.values() if b is not None)
+
+    # ------------------------------------------------------------------ running
+    def _store(self, v: np.ndarray) -> np.ndarray:
+        """A value as kernel input: storage dtype, C-contiguous, writable (uint16 bits for fp16)."""
+        if v.dtype != self.act_dtype:
+            v = to_f16(np.asarray(v, np.float32)) if self.fp16 else np.asarray(v, np.float32)
+        if not v.flags.c_contiguous:
+            v = np.ascontiguousarray(v)
+        return K.storage_view(v)
+
+    def _out(self, st: list) -> np.ndarray:
+        buf = self.buffers[st[-1]]
+        return np.empty(st[-2], self.act_dtype) if buf is None else buf
+
+    def run(self, arrays: List[np.ndarray]) -> List[np.ndarray]:
+        """Evaluate on input arrays (the signature's shapes and dtypes); float32 outputs."""
+        vals = list(self.init)
+        for s, a in zip(self.feed_slots, arrays):
+            if s is not None:
+                vals[s] = a
+        with np.errstate(all="ignore"), single_threaded_blas():
+            for st in self.steps:
+                kind = st[0]
+                if kind == "ref":
+                    _, ref, attrs, ins, dt, shape, out = st
+                    v = ref([_f32(vals[j]) for j in ins], attrs)
+                    if dt is not None:
+                        v = np.asarray(v)
+                        if v.dtype != dt:
+                            v = v.astype(dt)
+                        if v.shape != shape:
+                            v = v.reshape(shape)
+                    vals[out] = v
+                    continue
+                res = self._out(st)
+                rs = K.storage_view(res)
+                if kind in ("conv", "dw", "wino"):
+                    st[1].run(self._store(vals[st[2]]), rs)
+                elif kind == "add":
+                    a, b = self._store(vals[st[2]]), self._store(vals[st[3]])
+                    K._k_add(a.reshape(-1), b.reshape(-1), rs.reshape(-1), st[1])
+                elif kind == "act":
+                    K._k_act(self._store(vals[st[2]]).reshape(-1), rs.reshape(-1), st[1])
+                elif kind == "gap":
+                    x = self._store(vals[st[1]])
+                    K._k_global_avg(x.reshape(x.shape[0] * x.shape[1], -1), rs.reshape(-1))
+                elif kind == "pool":
+                    K._k_pool(self._store(vals[st[2]]), rs, *st[1])
+                vals[st[-1]] = res
+        outs = []
+        for s, shape in zip(self.out_slots, self.out_shapes):
+            v = _f32(vals[s])
+            outs.append(v.reshape(shape) if v.shape != shape else v)
+        return outs
+
+    @property
+    def weight_nbytes(self) -> int:
+        """Bytes of the weights the convolution steps keep."""
+        return sum(int(w.nbytes) for w in self.weights)
+
+
+def _step_inputs(st: list) -> List[int]:
+    kind = st[0]
+    if kind == "ref":
+        return list(st[3])
+    if kind == "add":
+        return [st[2], st[3]]
+    if kind in ("gap",):
+        return [st[1]]
+    return [st[2]]
+
+
+def _f32(v: Any) -> Any:
+    if isinstance(v, np.ndarray) and v.dtype == np.float16:
+        return to_f32(v)
+    return v
+
+
+def _winograd(w, bias, shape, in_shape, attrs, group, threads, fp16, keep_quantized):
+    """A Winograd convolution for a 3x3 stride-1 layer when :mod:`.winograd` measures it faster."""
+    O, cg, kh, kw = shape
+    if (kh, kw) != (3, 3) or tuple(attrs["stride"]) != (1, 1) or tuple(attrs["dilation"]) != (1, 1) \
+            or group != 1:
+        return None
+    if keep_quantized and not isinstance(w, np.ndarray) and w.quantized:
+        return None
+    try:
+        from . import winograd
+    except ImportError:
+        return None
+    N, C, H, W = in_shape
+    m = winograd.choose(C, O, H, W, threads)
+    if not m:
+        return None
+    dense = w if isinstance(w, np.ndarray) else w.dense()
+    return winograd.WinogradConv(np.asarray(dense, np.float32), bias, in_shape, attrs["pads"],
+                                 attrs.get("act", ""), m)
