@@ -25,7 +25,7 @@ from numba import get_num_threads, njit, prange, types
 from numba.extending import overload
 
 from .fp16 import load, store
-from .gemm_tile import MR, NR, tile_f16, tile_f16w, tile_f32
+from .gemm_tile import MR, NR, tile8_f16, tile8_f16w, tile8_f32, tile_f16, tile_f16w, tile_f32
 from .fp16_kernels import ACTIVATIONS, _act, _act_code
 
 __all__ = ["PackedWeights", "conv2d_gemm", "MR", "NR"]
@@ -46,6 +46,22 @@ def _tile_ov(a, b, bp, ldb, cp, ldc, k, biasp, act):
         return lambda a, b, bp, ldb, cp, ldc, k, biasp, act: tile_f16(
             a.ctypes.data, bp, ldb, cp, ldc, k, biasp, act)
     return lambda a, b, bp, ldb, cp, ldc, k, biasp, act: tile_f32(
+        a.ctypes.data, bp, ldb, cp, ldc, k, biasp, act)
+
+
+def _tile8(a, b, bp, ldb, cp, ldc, k, biasp, act):
+    """The 8-column micro-kernel (a row's last columns), typed like :func:`_tile`."""
+
+
+@overload(_tile8, inline="always")
+def _tile8_ov(a, b, bp, ldb, cp, ldc, k, biasp, act):
+    if b.dtype == types.uint16 and a.dtype == types.uint16:
+        return lambda a, b, bp, ldb, cp, ldc, k, biasp, act: tile8_f16w(
+            a.ctypes.data, bp, ldb, cp, ldc, k, biasp, act)
+    if b.dtype == types.uint16:
+        return lambda a, b, bp, ldb, cp, ldc, k, biasp, act: tile8_f16(
+            a.ctypes.data, bp, ldb, cp, ldc, k, biasp, act)
+    return lambda a, b, bp, ldb, cp, ldc, k, biasp, act: tile8_f32(
         a.ctypes.data, bp, ldb, cp, ldc, k, biasp, act)
 
 
@@ -181,7 +197,7 @@ def _finish_act(out_row, n, act):
 @njit(parallel=True, cache=True)
 def _k_conv_gemm(x, w, kind, codes8, codes4, scale, offset, bs, bias, out,
                  H, W, kh, kw, sh, sw, pt, pl, dh, dw, OW, group, direct, act,
-                 n_ochunk, n_pchunk, pc_max):
+                 n_ochunk, n_pchunk, pc_max, o_outer):
     """out[n, g*og + o, p] for every image/group; tasks = (image, group, row chunk, col chunk).
 
     ``x`` [N, C, H*W] and ``out`` [N, O, P] (float32 or uint16 half bits), ``w`` float panels
@@ -230,44 +246,68 @@ def _k_conv_gemm(x, w, kind, codes8, codes4, scale, offset, bs, bias, out,
                 bsrc = col[:, :pc]
                 ldb = pc_max
                 bptr = col.ctypes.data
-            for j0 in range(0, pc, NR):
-                full = j0 + NR <= pc
-                if full:
-                    bp = bptr + x.itemsize * j0
-                    bl = ldb
-                else:
-                    t = pc - j0
-                    for k in range(K):
-                        br = btile[k]
-                        sr = bsrc[k, j0:j0 + t]
-                        for j in range(t):
-                            br[j] = sr[j]
-                        for j in range(t, NR):
-                            br[j] = 0
-                    bp = btile.ctypes.data
-                    bl = NR
+            nfull = pc // NR
+            tail = pc - nfull * NR
+            if tail:
+                # the last columns, zero padded, packed once for every panel
+                j0 = nfull * NR
+                for k in range(K):
+                    br = btile[k]
+                    sr = bsrc[k, j0:j0 + tail]
+                    for j in range(tail):
+                        br[j] = sr[j]
+                    for j in range(tail, NR):
+                        br[j] = 0
+            nblk = nfull + (1 if tail else 0)
+            if o_outer:
                 for q in range(q0, q1):
-                    o0 = g * og + q * MR
-                    rows = min(MR, g * og + og - o0)
-                    ap = wp[(q - q0) * K * MR:(q - q0 + 1) * K * MR]
-                    bptr_bias = bias.ctypes.data + 4 * (g * npg + q) * MR
-                    if full and rows == MR:
-                        cp = out.ctypes.data + out.itemsize * ((n * O + o0) * P + cb + j0)
-                        _tile(ap, out, bp, bl, cp, P, K, bptr_bias, reg_act)
-                        if act > 2:
-                            for r in range(MR):
-                                _finish_act(out[n, o0 + r, cb + j0:cb + j0 + NR], NR, act)
-                    else:
-                        _tile(ap, out, bp, bl, ctile.ctypes.data, NR, K, bptr_bias, reg_act)
-                        t = min(NR, pc - j0)
-                        for r in range(rows):
-                            dst = out[n, o0 + r, cb + j0:cb + j0 + t]
-                            src = ctile[r * NR:r * NR + t]
-                            for j in range(t):
-                                dst[j] = src[j]
-                            if act > 2:
-                                _finish_act(dst, t, act)
+                    for jb in range(nblk):
+                        _one_tile(out, wp, q, q0, jb, nfull, tail, bptr, ldb, btile, ctile, bias,
+                                  n, g, og, npg, K, P, O, cb, reg_act, act)
+            else:
+                for jb in range(nblk):
+                    for q in range(q0, q1):
+                        _one_tile(out, wp, q, q0, jb, nfull, tail, bptr, ldb, btile, ctile, bias,
+                                  n, g, og, npg, K, P, O, cb, reg_act, act)
         _keep(ctile, btile, col, wp)
+
+
+@njit(inline="always")
+def _one_tile(out, wp, q, q0, jb, nfull, tail, bptr, ldb, btile, ctile, bias, n, g, og, npg, K,
+              P, O, cb, reg_act, act):
+    """Column block ``jb`` of panel ``q``: straight into ``out`` when whole, else through the
+    packed tail (``btile``) and a scratch tile (``ctile``)."""
+    o0 = g * og + q * MR
+    rows = min(MR, g * og + og - o0)
+    ap = wp[(q - q0) * K * MR:(q - q0 + 1) * K * MR]
+    biasp = bias.ctypes.data + 4 * (g * npg + q) * MR
+    j0 = jb * NR
+    if jb < nfull:
+        bp = bptr + out.itemsize * j0
+        bl = ldb
+        t = NR
+    else:
+        bp = btile.ctypes.data
+        bl = NR
+        t = tail
+    if t == NR and rows == MR:
+        cp = out.ctypes.data + out.itemsize * ((n * O + o0) * P + cb + j0)
+        _tile(ap, out, bp, bl, cp, P, K, biasp, reg_act)
+        if act > 2:
+            for r in range(MR):
+                _finish_act(out[n, o0 + r, cb + j0:cb + j0 + NR], NR, act)
+        return
+    if t <= 8:
+        _tile8(ap, out, bp, bl, ctile.ctypes.data, NR, K, biasp, reg_act)
+    else:
+        _tile(ap, out, bp, bl, ctile.ctypes.data, NR, K, biasp, reg_act)
+    for r in range(rows):
+        dst = out[n, o0 + r, cb + j0:cb + j0 + t]
+        src = ctile[r * NR:r * NR + t]
+        for j in range(t):
+            dst[j] = src[j]
+        if act > 2:
+            _finish_act(dst, t, act)
 
 
 @njit(inline="never")
@@ -284,7 +324,8 @@ def _out_hw(h: int, w: int, kh: int, kw: int, stride, pads, dilation) -> Tuple[i
     return oh, ow
 
 
-_COL_BYTES = 128 * 1024      # im2col block budget (L2 is 512 KiB per core here)
+_COL_BYTES = 128 * 1024      # im2col block budget
+_L2_BYTES = 512 * 1024       # L2 per core (AMD Zen 3 here)
 
 
 class ConvGemm:
@@ -335,6 +376,11 @@ class ConvGemm:
             # quantized: each task dequantizes its panels once; prefer row chunks
             n_o, n_p = max(1, min(npg, -(-threads // units))), 1
         self.n_o, self.n_p = n_o, n_p
+        # loop order: panels outside (each weight panel read once, the column block streamed
+        # from L2) when all weights do not fit in L2 but a column block does; else columns outside
+        isz = 2 if weights.kind == 0 and weights.panels.dtype == np.uint16 else 4
+        b_bytes = K * min(self.pc_max, -(-P // n_p)) * isz
+        self.o_outer = bool(O * K * isz > _L2_BYTES // 2 and b_bytes <= _L2_BYTES // 2)
 
     def run(self, x: np.ndarray, out: np.ndarray) -> np.ndarray:
         """Compute the convolution of ``x`` (storage array: float32 or uint16 half bits) into
@@ -345,7 +391,7 @@ class ConvGemm:
         _k_conv_gemm(x.reshape(N, C, H * W), wt.panels, wt.kind, wt.codes8, wt.codes4, wt.scale,
                      wt.offset, wt.block, self.bias, out.reshape(N, self.out_shape[1], -1),
                      H, W, kh, kw, sh, sw, pt, pl, dh, dw, self.out_shape[3], self.group,
-                     self.direct, self.act, self.n_o, self.n_p, self.pc_max)
+                     self.direct, self.act, self.n_o, self.n_p, self.pc_max, self.o_outer)
         return out
 
 

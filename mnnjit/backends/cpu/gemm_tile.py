@@ -1,6 +1,6 @@
 """A register-blocked GEMM micro-kernel written in LLVM IR (llvmlite), callable from Numba.
 
-One call computes a ``6 x 16`` block of ``C = act(A @ B + bias)``:
+One call computes a ``6 x 16`` (or ``6 x 8``: the ``tile8_*`` variants) block of ``C = act(A @ B + bias)``:
 
 * ``A`` - a packed weight panel: ``K`` groups of 6 consecutive values (``A[k*6 + r]`` is row ``r``,
   column ``k``), float32 or float16 storage;
@@ -26,7 +26,7 @@ from llvmlite import ir
 from numba import types
 from numba.extending import intrinsic
 
-__all__ = ["MR", "NR", "tile_f32", "tile_f16", "tile_f16w"]
+__all__ = ["MR", "NR", "tile_f32", "tile_f16", "tile_f16w", "tile8_f32", "tile8_f16", "tile8_f16w"]
 
 #: rows (output channels) and columns (pixels) of one micro-kernel block
 MR, NR = 6, 16
@@ -72,7 +72,8 @@ def _store_vec(builder: ir.IRBuilder, v: ir.Value, ptr: ir.Value, half: bool) ->
         builder.store(v, builder.bitcast(ptr, _V8.as_pointer()), align=4)
 
 
-def _make_tile(a_half: bool, bc_half: bool):
+def _make_tile(a_half: bool, bc_half: bool, nr: int = 16):
+    nv = nr // 8  # vectors per row
     elem_a = _F16 if a_half else _F32
     elem_bc = _F16 if bc_half else _F32
 
@@ -98,10 +99,9 @@ def _make_tile(a_half: bool, bc_half: bool):
 
             builder.position_at_end(loop)
             kk = builder.phi(_I64)
-            accs = [builder.phi(_V8) for _ in range(2 * MR)]
+            accs = [builder.phi(_V8) for _ in range(nv * MR)]
             brow = builder.gep(b_p, [builder.mul(kk, ldb_v)])
-            b0 = _load_vec(builder, brow, bc_half)
-            b1 = _load_vec(builder, builder.gep(brow, [_const(8)]), bc_half)
+            bv = [_load_vec(builder, builder.gep(brow, [_const(8 * h)]), bc_half) for h in range(nv)]
             arow = builder.gep(a_p, [builder.mul(kk, _const(MR))])
             new = []
             for r in range(MR):
@@ -109,8 +109,8 @@ def _make_tile(a_half: bool, bc_half: bool):
                 if a_half:
                     av = builder.fpext(av, _F32)
                 s = _splat(builder, av)
-                new.append(builder.call(fma, [s, b0, accs[2 * r]]))
-                new.append(builder.call(fma, [s, b1, accs[2 * r + 1]]))
+                for h in range(nv):
+                    new.append(builder.call(fma, [s, bv[h], accs[nv * r + h]]))
             knext = builder.add(kk, _const(1))
             kk.add_incoming(_const(0), entry)
             kk.add_incoming(knext, loop)
@@ -130,10 +130,10 @@ def _make_tile(a_half: bool, bc_half: bool):
             use_six = builder.icmp_signed("==", act_v, _const(2))
             six = ir.Constant(_V8, [6.0] * 8)
             for r in range(MR):
-                bv = _splat(builder, builder.load(builder.gep(bias_p, [_const(r)])))
+                bias_v = _splat(builder, builder.load(builder.gep(bias_p, [_const(r)])))
                 crow = builder.gep(c_p, [builder.mul(_const(r), ldc_v)])
-                for h in range(2):
-                    v = builder.fadd(res[2 * r + h], bv)
+                for h in range(nv):
+                    v = builder.fadd(res[nv * r + h], bias_v)
                     v = builder.select(use_relu, builder.call(vmax, [v, zero]), v)
                     v = builder.select(use_six, builder.call(vmin, [v, six]), v)
                     _store_vec(builder, v, builder.gep(crow, [_const(8 * h)]), bc_half)
@@ -141,7 +141,7 @@ def _make_tile(a_half: bool, bc_half: bool):
 
         return sig, codegen
 
-    typer.__name__ = typer.__qualname__ = f"tile_{'h' if a_half else 'f'}{'h' if bc_half else 'f'}"
+    typer.__name__ = typer.__qualname__ = f"tile_{'h' if a_half else 'f'}{'h' if bc_half else 'f'}{nr}"
     return typer
 
 
@@ -151,3 +151,7 @@ tile_f32 = intrinsic(_make_tile(False, False))
 tile_f16 = intrinsic(_make_tile(False, True))
 #: float16 weights and activations
 tile_f16w = intrinsic(_make_tile(True, True))
+#: the same three, 8 columns wide (a row's last columns)
+tile8_f32 = intrinsic(_make_tile(False, False, 8))
+tile8_f16 = intrinsic(_make_tile(False, True, 8))
+tile8_f16w = intrinsic(_make_tile(True, True, 8))

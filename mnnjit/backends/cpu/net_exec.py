@@ -99,8 +99,6 @@ class NetPlan:
                         n.dtype, n.shape]
             step.append(k)
             steps.append(step)
-        for act_id, k in folded.items():
-            slot[act_id] = k
         self.out_slots = [slot[id(o)] for o in plan.outputs]
         self.out_shapes = [tuple(o.shape) for o in plan.outputs]
         self.steps = steps
@@ -153,6 +151,7 @@ class NetPlan:
             if len(cons) == 1 and cons[0].op in ("relu", "relu6") and id(n) not in outputs:
                 act = cons[0].op
                 folded[id(cons[0])] = slot[id(n)]
+                slot[id(cons[0])] = slot[id(n)]     # its consumers (later in order) read the add
             return ["add", K._act_code(act), slot[id(ins[0])], slot[id(ins[1])], tuple(n.shape)]
         if n.op in _ACTS and ins[0].dtype == np.float32:
             return ["act", K._act_code(n.op), slot[id(ins[0])], tuple(n.shape)]
@@ -227,46 +226,72 @@ class NetPlan:
         buf = self.buffers[st[-1]]
         return np.empty(st[-2], self.act_dtype) if buf is None else buf
 
-    def run(self, arrays: List[np.ndarray]) -> List[np.ndarray]:
-        """Evaluate on input arrays (the signature's shapes and dtypes); float32 outputs."""
+    def _feed(self, arrays: List[np.ndarray]) -> List[Any]:
         vals = list(self.init)
         for s, a in zip(self.feed_slots, arrays):
             if s is not None:
                 vals[s] = a
+        return vals
+
+    def _exec(self, st: list, vals: List[Any]) -> None:
+        """Run one step, storing its result in ``vals``."""
+        kind = st[0]
+        if kind == "ref":
+            _, ref, attrs, ins, dt, shape, out = st
+            v = ref([_f32(vals[j]) for j in ins], attrs)
+            if dt is not None:
+                v = np.asarray(v)
+                if v.dtype != dt:
+                    v = v.astype(dt)
+                if v.shape != shape:
+                    v = v.reshape(shape)
+            vals[out] = v
+            return
+        res = self._out(st)
+        rs = K.storage_view(res)
+        if kind in ("conv", "dw", "wino"):
+            st[1].run(self._store(vals[st[2]]), rs)
+        elif kind == "add":
+            a, b = self._store(vals[st[2]]), self._store(vals[st[3]])
+            K._k_add(a.reshape(-1), b.reshape(-1), rs.reshape(-1), st[1])
+        elif kind == "act":
+            K._k_act(self._store(vals[st[2]]).reshape(-1), rs.reshape(-1), st[1])
+        elif kind == "gap":
+            x = self._store(vals[st[1]])
+            K._k_global_avg(x.reshape(x.shape[0] * x.shape[1], -1), rs.reshape(-1))
+        elif kind == "pool":
+            K._k_pool(self._store(vals[st[2]]), rs, *st[1])
+        vals[st[-1]] = res
+
+    def run(self, arrays: List[np.ndarray]) -> List[np.ndarray]:
+        """Evaluate on input arrays (the signature's shapes and dtypes); float32 outputs."""
+        vals = self._feed(arrays)
         with np.errstate(all="ignore"), single_threaded_blas():
             for st in self.steps:
-                kind = st[0]
-                if kind == "ref":
-                    _, ref, attrs, ins, dt, shape, out = st
-                    v = ref([_f32(vals[j]) for j in ins], attrs)
-                    if dt is not None:
-                        v = np.asarray(v)
-                        if v.dtype != dt:
-                            v = v.astype(dt)
-                        if v.shape != shape:
-                            v = v.reshape(shape)
-                    vals[out] = v
-                    continue
-                res = self._out(st)
-                rs = K.storage_view(res)
-                if kind in ("conv", "dw", "wino"):
-                    st[1].run(self._store(vals[st[2]]), rs)
-                elif kind == "add":
-                    a, b = self._store(vals[st[2]]), self._store(vals[st[3]])
-                    K._k_add(a.reshape(-1), b.reshape(-1), rs.reshape(-1), st[1])
-                elif kind == "act":
-                    K._k_act(self._store(vals[st[2]]).reshape(-1), rs.reshape(-1), st[1])
-                elif kind == "gap":
-                    x = self._store(vals[st[1]])
-                    K._k_global_avg(x.reshape(x.shape[0] * x.shape[1], -1), rs.reshape(-1))
-                elif kind == "pool":
-                    K._k_pool(self._store(vals[st[2]]), rs, *st[1])
-                vals[st[-1]] = res
+                self._exec(st, vals)
         outs = []
         for s, shape in zip(self.out_slots, self.out_shapes):
             v = _f32(vals[s])
             outs.append(v.reshape(shape) if v.shape != shape else v)
         return outs
+
+    def profile(self, arrays: List[np.ndarray], repeat: int = 10) -> List[Tuple[str, str, float]]:
+        """Per step: (kind, node description, best seconds of ``repeat`` runs of that step on the
+        values of one forward) - for benchmarks and tuning."""
+        import time
+        vals = self._feed(arrays)
+        rows = []
+        with np.errstate(all="ignore"), single_threaded_blas():
+            for st in self.steps:
+                self._exec(st, vals)
+                best = float("inf")
+                for _ in range(repeat):
+                    t = time.perf_counter()
+                    self._exec(st, vals)
+                    best = min(best, time.perf_counter() - t)
+                node = self.order[st[-1]]
+                rows.append((st[0], f"{node.op} {list(node.shape)}", best))
+        return rows
 
     @property
     def weight_nbytes(self) -> int:
