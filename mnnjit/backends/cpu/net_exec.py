@@ -113,9 +113,11 @@ class NetPlan:
                 QuantRows.from_quantized(w._quant, (O, cg * kh * kw)))
         dense = w if isinstance(w, np.ndarray) else w.dense()
         mat = np.asarray(dense, np.float32).reshape(O, cg * kh * kw)
+        # float32 panels in every mode: float16 weight panels (one scalar widening per weight and
+        # k-step inside the micro-kernel) measured 3x slower; precision=low halves the activations
         if group > 1:
-            return pack_grouped(mat, group, self.fp16)
-        return PackedWeights.from_dense(mat, self.fp16)
+            return pack_grouped(mat, group)
+        return PackedWeights.from_dense(mat)
 
     def _kernel_step(self, n: Node, slot, consumers, outputs, folded) -> Optional[list]:
         ins = n.inputs
