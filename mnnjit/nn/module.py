@@ -97,7 +97,7 @@ class _Module:
                 # CNNs (and the precision/memory modes) run as kernel steps (backends/cpu/net_exec)
                 from ..precision import plan_for_modes
                 plan = plan_for_modes(self._program, sig, rt.precision if rt is not None else 0,
-                                      rt.memory if rt is not None else self._program.memory)
+                                      rt.memory if rt is not None else getattr(self._program, "memory", 0))
         except (ValueError, TypeError, IndexError) as exc:
             shapes = ", ".join(f"{spec.name!r}: {list(shape)}" for spec, (shape, _, _) in zip(self._program.inputs, sig))
             raise type(exc)(f"the model cannot take inputs of shapes {{{shapes}}}: {exc}") from exc

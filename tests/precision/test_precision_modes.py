@@ -99,15 +99,17 @@ def test_memory_low_error_not_above_real_mnn(shared_dir, models):
 
 @pytest.mark.parametrize("mode", [(2, 0), (0, 2), (2, 2)])
 def test_nn_module_runs_modes(shared_dir, mode):
-    """The model runner (mnnjit.nn) with a runtime manager in each mode."""
+    """The model runner (mnnjit.nn) with a runtime manager in each mode: the kernel-step plan,
+    fp16 activations under precision=low, int8 codes (under 30 % of the fp32 weight bytes, no
+    float copies kept) under memory=low."""
     import mnnjit.expr as F
     import mnnjit.nn as nn
-    from mnnjit.backends.cpu.mode_exec import ModePlan
+    from mnnjit.backends.cpu.net_exec import NetPlan
     name = "mobilenetv2_wq8"
+    path = str(shared_dir / "models" / f"{name}.mnn")
     data = np.load(shared_dir / "models" / f"{name}.npz")
     rt = nn.create_runtime_manager(({"precision": mode[0], "memory": mode[1]},))
-    m = nn.load_module_from_file(str(shared_dir / "models" / f"{name}.mnn"), ["x"], ["logits"],
-                                 runtime_manager=rt)
+    m = nn.load_module_from_file(path, ["x"], ["logits"], runtime_manager=rt)
     for case in (0, 1):
         x = F.const(data[f"in{case}_x"], [1, 3, 224, 224], F.NCHW)
         y = np.asarray(m.forward(x).read())
@@ -116,14 +118,15 @@ def test_nn_module_runs_modes(shared_dir, mode):
         tol = 2e-3 * np.abs(ref).max() + 1e-4 if mode[0] == 2 else 1e-5
         assert np.abs(y - ref).max() <= tol
     plan = m._last_plan
-    assert isinstance(plan, ModePlan)
+    assert isinstance(plan, NetPlan)
+    assert plan.act_dtype == (np.float16 if mode[0] == 2 else np.float32)
     if mode[1] == 2:
-        # every conv/FC weight is int8 codes; the decoded float copies were released
-        assert all(type(w).__name__ == "QuantRows" for w in plan.weights)
-        assert plan.weight_nbytes <= 0.30 * 3_500_000 * 4
+        fp32 = nn.load_module_from_file(path, ["x"], ["logits"])
+        fp32.forward(F.const(data["in0_x"], [1, 3, 224, 224], F.NCHW))
+        convs = [st[1].w for st in plan.steps if st[0] == "conv"]
+        assert convs and all(w.kind in (2, 3) for w in convs)
+        assert plan.weight_nbytes <= 0.30 * fp32._last_plan.weight_nbytes
         assert not any(k[1] in ("conv", "wnode", "wt") for k in m._program.weight_cache)
-    else:
-        assert all(type(w).__name__ == "HalfRows" for w in plan.weights)
 
 
 def test_nn_module_fp32_modes_keep_the_plain_plan(shared_dir):

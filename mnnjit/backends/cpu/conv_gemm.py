@@ -131,14 +131,14 @@ def _deq_panels(kind, codes8, codes4, scale, offset, bs, g, og, q0, q1, K, dst):
                     store(dst, base + k * MR + r, np.float32(0.0))
                 continue
             for k in range(K):
-                g = k // bs
+                blk = k // bs
                 if kind == 2:
                     c = np.float32(codes8[o, k])
                 else:
                     byte = np.int32(codes4[o, k >> 1])
                     nib = (byte >> 4) if (k & 1) == 0 else (byte & 15)
                     c = np.float32((nib ^ 8) - 8)
-                store(dst, base + k * MR + r, c * scale[o, g] + offset[o, g])
+                store(dst, base + k * MR + r, c * scale[o, blk] + offset[o, blk])
 
 
 @njit(inline="always")

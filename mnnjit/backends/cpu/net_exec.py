@@ -135,6 +135,7 @@ class NetPlan:
                 dense = w if isinstance(w, np.ndarray) else w.dense()
                 op = Depthwise(np.asarray(dense).reshape(O, kh * kw), bias, in_shape, (kh, kw),
                                a["stride"], a["pads"], a["dilation"], act, self.threads)
+                self.weights.append(op.w)
                 return ["dw", op, slot[id(ins[0])], op.out_shape]
             wino = _winograd(w, bias, shape, in_shape, a, g, self.threads, self.fp16,
                              self.keep_quantized)
@@ -297,8 +298,10 @@ class NetPlan:
 
     @property
     def weight_nbytes(self) -> int:
-        """Bytes of the weights the convolution steps keep."""
-        return sum(int(w.nbytes) for w in self.weights)
+        """Bytes of the weights the plan keeps: convolution weights (packed panels or codes) and
+        the constants of the other steps (e.g. a classifier's matrix)."""
+        consts = sum(int(v.nbytes) for v in self.init if isinstance(v, np.ndarray))
+        return sum(int(w.nbytes) for w in self.weights) + consts
 
 
 def _step_inputs(st: list) -> List[int]:
