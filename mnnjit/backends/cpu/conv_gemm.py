@@ -76,6 +76,8 @@ class PackedWeights:
     def __init__(self, o: int, k: int, panels: Optional[np.ndarray] = None, quant=None) -> None:
         self.shape = (int(o), int(k))
         self.npanel = -(-self.shape[0] // MR)
+        #: float panels are laid out per group (see :func:`pack_grouped`)
+        self.groups = 1
         if panels is not None:
             self.kind = 0
             self.panels = panels
@@ -346,8 +348,11 @@ class ConvGemm:
         if K != cg * kh * kw:
             raise ValueError(f"conv2d: weight has {K} columns, expected C/group*kh*kw = "
                              f"{cg}*{kh}*{kw} = {cg * kh * kw}")
-        if group > 1 and weights.kind == 0 and og % MR:
-            raise ValueError("grouped float weights must be packed per group (use pack_grouped)")
+        if weights.kind == 0 and weights.groups != group:
+            raise ValueError(f"weights packed for {weights.groups} group(s), the convolution has "
+                             f"{group} (use pack_grouped)")
+        if weights.kind != 0 and group != 1:
+            raise ValueError("quantized weights run ungrouped convolutions only")
         self.w = weights
         self.kernel, self.stride, self.pads, self.dilation = (kh, kw), tuple(stride), tuple(pads), tuple(dilation)
         self.group, self.act = int(group), _act_code(act)
@@ -406,6 +411,7 @@ def pack_grouped(w: np.ndarray, group: int, half: bool = False) -> PackedWeights
     pw = PackedWeights.from_dense(padded.reshape(group * npg * MR, K), half)
     pw.shape = (O, K)
     pw.npanel = group * npg
+    pw.groups = group
     return pw
 
 

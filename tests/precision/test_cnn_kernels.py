@@ -1,0 +1,127 @@
+"""The CNN kernel-step executor's kernels against float64 references: the GEMM micro-kernel
+convolutions (every kernel/stride/padding/dilation/group, fused activations, float32 and float16
+storage, float and quantized weights) and the depthwise kernel."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+
+from precision_refs import act_ref, conv_ref
+
+K = pytest.importorskip("mnnjit.backends.cpu.conv_gemm")
+from mnnjit.backends.cpu.depthwise import Depthwise, depthwise_conv2d  # noqa: E402
+from mnnjit.backends.cpu.fp16 import to_f16, to_f32  # noqa: E402
+from mnnjit.backends.cpu.fp16_kernels import storage_view  # noqa: E402
+from mnnjit.backends.cpu.quant import QuantRows  # noqa: E402
+
+ACTS = ["", "relu", "relu6", "sigmoid", "tanh", "hard_swish", "silu"]
+SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@st.composite
+def conv_cases(draw, depthwise: bool = False):
+    n = draw(st.integers(1, 2))
+    group = 1
+    if depthwise:
+        c = o = draw(st.integers(1, 9))
+        group = c
+    else:
+        group = draw(st.sampled_from([1, 1, 1, 2, 3]))
+        c = group * draw(st.integers(1, 6))
+        o = group * draw(st.integers(1, 9))
+    kh, kw = draw(st.integers(1, 4)), draw(st.integers(1, 4))
+    s = (draw(st.integers(1, 3)), draw(st.integers(1, 3)))
+    d = (draw(st.integers(1, 2)), draw(st.integers(1, 2)))
+    pads = tuple(draw(st.integers(0, 2)) for _ in range(4))
+    h, w = draw(st.integers(1, 21)), draw(st.integers(1, 40))
+    assume(h + pads[0] + pads[1] >= (kh - 1) * d[0] + 1 and w + pads[2] + pads[3] >= (kw - 1) * d[1] + 1)
+    return n, c, o, h, w, kh, kw, s, d, pads, group, draw(st.sampled_from(ACTS)), draw(st.integers(0, 2**31))
+
+
+def _data(case):
+    n, c, o, h, w, kh, kw, s, d, pads, group, act, seed = case
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((n, c, h, w)).astype(np.float32)
+    wt = rng.standard_normal((o, c // group, kh, kw)).astype(np.float32)
+    b = rng.standard_normal(o).astype(np.float32)
+    return x, wt, b
+
+
+@SETTINGS
+@given(conv_cases(), st.booleans())
+def test_conv_gemm_matches_reference(case, half):
+    n, c, o, h, w, kh, kw, s, d, pads, group, act, _ = case
+    x, wt, b = _data(case)
+    mat = wt.reshape(o, -1)
+    pw = K.pack_grouped(mat, group) if group > 1 else K.PackedWeights.from_dense(mat)
+    cv = K.ConvGemm(pw, b, x.shape, (kh, kw), s, pads, d, group, act)
+    xs = to_f16(x) if half else x
+    out = np.empty(cv.out_shape, xs.dtype)
+    cv.run(storage_view(xs), storage_view(out))
+    ref = act_ref(conv_ref(to_f32(xs) if half else x, wt, b, s, pads, d, group), act)
+    got = to_f32(out) if half else out
+    tol = (2e-2 if half else 1e-4) * max(1.0, float(np.abs(ref).max()))
+    assert got.shape == ref.shape
+    assert np.abs(got - ref).max() <= tol
+
+
+@SETTINGS
+@given(conv_cases(), st.sampled_from([8, 4]))
+def test_conv_gemm_quantized_weights(case, bits):
+    """int8 / 4-bit codes, per-channel scales, dequantized panel by panel inside the kernel."""
+    n, c, o, h, w, kh, kw, s, d, pads, group, act, seed = case
+    assume(group == 1)
+    x, _, b = _data(case)
+    k = c * kh * kw
+    rng = np.random.default_rng(seed + 1)
+    lim = 127 if bits == 8 else 7
+    codes = rng.integers(-lim - 1, lim + 1, (o, k)).astype(np.int8)
+    scale = rng.uniform(0.01, 0.1, (o, 1)).astype(np.float32)
+    offset = rng.uniform(-0.1, 0.1, (o, 1)).astype(np.float32)
+    q = QuantRows(codes, scale, offset, (o, k), k, bits)
+    cv = K.ConvGemm(K.PackedWeights.from_quant_rows(q), b, x.shape, (kh, kw), s, pads, d, 1, act)
+    out = np.empty(cv.out_shape, np.float32)
+    cv.run(x, out)
+    dense = (codes.astype(np.float32) * scale + offset).reshape(o, c, kh, kw)
+    ref = act_ref(conv_ref(x, dense, b, s, pads, d, 1), act)
+    assert np.abs(out - ref).max() <= 1e-4 * max(1.0, float(np.abs(ref).max()))
+
+
+@SETTINGS
+@given(conv_cases(depthwise=True), st.booleans())
+def test_depthwise_matches_reference(case, half):
+    n, c, o, h, w, kh, kw, s, d, pads, group, act, _ = case
+    x, wt, b = _data(case)
+    xs = to_f16(x) if half else x
+    got = depthwise_conv2d(xs, wt.reshape(c, -1), b, (kh, kw), s, pads, d, act)
+    got = to_f32(got) if half else got
+    ref = act_ref(conv_ref(to_f32(xs) if half else x, wt, b, s, pads, d, c), act)
+    assert np.abs(got - ref).max() <= (2e-2 if half else 1e-4) * max(1.0, float(np.abs(ref).max()))
+
+
+def test_mobilenet_shapes_exact_tiles_and_tails():
+    """Layer shapes whose pixel count is (not) a multiple of the 16-column tile, and channel
+    counts that are (not) multiples of the 6-row panel."""
+    rng = np.random.default_rng(0)
+    for c, o, hw in [(16, 96, 12), (24, 144, 7), (160, 960, 7), (960, 160, 7), (7, 13, 5)]:
+        x = rng.standard_normal((1, c, hw, hw)).astype(np.float32)
+        wt = rng.standard_normal((o, c, 1, 1)).astype(np.float32)
+        got = K.conv2d_gemm(x, wt, None, act="relu6")
+        ref = act_ref(conv_ref(x, wt, None, (1, 1), (0, 0, 0, 0), (1, 1), 1), "relu6")
+        assert np.abs(got - ref).max() <= 1e-4 * max(1.0, float(np.abs(ref).max()))
+
+
+def test_bad_arguments_raise():
+    w = K.PackedWeights.from_dense(np.zeros((4, 27), np.float32))
+    with pytest.raises(ValueError, match="weight has 27 columns"):
+        K.ConvGemm(w, None, (1, 4, 8, 8), (3, 3))
+    with pytest.raises(ValueError, match="NCHW"):
+        K.ConvGemm(w, None, (3, 8, 8), (3, 3))
+    with pytest.raises(ValueError, match="larger than"):
+        K.ConvGemm(w, None, (1, 3, 2, 2), (3, 3))
+    with pytest.raises(ValueError, match="bias has 3 values"):
+        K.ConvGemm(w, np.zeros(3, np.float32), (1, 3, 8, 8), (3, 3))
+    with pytest.raises(ValueError, match="weight has"):
+        Depthwise(np.zeros((3, 4), np.float32), None, (1, 3, 8, 8), (3, 3))
