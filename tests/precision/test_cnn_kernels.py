@@ -125,3 +125,30 @@ def test_bad_arguments_raise():
         K.ConvGemm(w, np.zeros(3, np.float32), (1, 3, 8, 8), (3, 3))
     with pytest.raises(ValueError, match="weight has"):
         Depthwise(np.zeros((3, 4), np.float32), None, (1, 3, 8, 8), (3, 3))
+
+
+@SETTINGS
+@given(st.integers(1, 5), st.integers(1, 19), st.integers(1, 19), st.integers(1, 4), st.integers(1, 4),
+       st.integers(1, 3), st.integers(1, 3), st.integers(0, 1), st.booleans(), st.booleans())
+def test_max_pool_matches_reference(c, h, w, kh, kw, sh, sw, p, ceil, half):
+    from mnnjit.backends.cpu.pool import max_pool2d
+    pads = (min(p, kh // 2), min(p, kh // 2), min(p, kw // 2), min(p, kw // 2))
+    assume(h + pads[0] + pads[1] >= kh and w + pads[2] + pads[3] >= kw)
+    x = np.random.default_rng(c * h * w).standard_normal((1, c, h, w)).astype(np.float32)
+
+    def size(n, k, s, a, b):
+        m = (-(-(n + a + b - k) // s) if ceil else (n + a + b - k) // s) + 1
+        return m - 1 if ceil and (m - 1) * s >= n + a else m   # last window starts inside
+    oh, ow = size(h, kh, sh, pads[0], pads[1]), size(w, kw, sw, pads[2], pads[3])
+    xp = np.pad(x, ((0, 0), (0, 0), (pads[0], pads[1] + kh), (pads[2], pads[3] + kw)),
+                constant_values=-np.inf)
+    ref = np.full((1, c, oh, ow), -np.inf, np.float32)
+    for ky in range(kh):
+        for kx in range(kw):
+            ref = np.maximum(ref, xp[:, :, ky:ky + sh * (oh - 1) + 1:sh, kx:kx + sw * (ow - 1) + 1:sw])
+    xs = to_f16(x) if half else x
+    out = np.empty((1, c, oh, ow), xs.dtype)
+    max_pool2d(storage_view(xs), storage_view(out), (kh, kw), (sh, sw), pads)
+    got = to_f32(out) if half else out
+    exp = to_f32(to_f16(ref)) if half else ref
+    assert np.array_equal(got, exp)

@@ -176,14 +176,18 @@ def _im2col(x, n, c0, C, H, W, kh, kw, sh, sw, pt, pl, dh, dw, OW, p0, pc, col):
                         for q in range(hi, seg):
                             store(dst, q, np.float32(0.0))
                         start = (ox + lo) * sw + xoff
+                        # slices indexed from 0 (no negative-index checks: the copies vectorise)
+                        src = row[start:]
+                        d2 = dst[lo:hi]
                         if sw == 1:
-                            src = row[start:start + hi - lo]
-                            d2 = dst[lo:hi]
                             for q in range(hi - lo):
                                 d2[q] = src[q]
+                        elif sw == 2:
+                            for q in range(hi - lo):
+                                d2[q] = src[2 * q]
                         else:
-                            for q in range(lo, hi):
-                                dst[q] = row[start + (q - lo) * sw]
+                            for q in range(hi - lo):
+                                d2[q] = src[q * sw]
                     j += seg
                     ox = 0
                     oy += 1

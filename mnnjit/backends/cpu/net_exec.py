@@ -8,7 +8,7 @@ signature, mode and thread count, and turns every node into a step:
   float16 (precision=low) or kept as int8/4-bit codes (memory=low)), depthwise ones ->
   :class:`.depthwise.Depthwise`, 3x3 stride-1 ones -> Winograd when :mod:`.winograd` says so;
 * ``add`` of two same-shape tensors, with a ``relu``/``relu6`` that only it feeds folded in;
-  lone activations; max/average pooling; global average pooling;
+  lone activations; max pooling (:mod:`.pool`), average pooling, global average pooling;
 * a fully connected layer (``matmul_ex`` with a constant weight) -> BLAS (or the quantized GEMV);
 * anything else -> the op's numpy reference on float32 values.
 
@@ -33,6 +33,7 @@ from ._blas import single_threaded_blas
 from .conv_gemm import ConvGemm, PackedWeights, pack_grouped
 from .depthwise import Depthwise
 from .fp16 import to_f16, to_f32
+from .pool import max_pool2d
 
 __all__ = ["NetPlan", "worth_it"]
 
@@ -166,7 +167,9 @@ class NetPlan:
                 return ["gap", slot[id(x)], tuple(n.shape)]
             if min(a["pads"]) < 0:
                 return None
-            (kh, kw), (sh, sw), p = a["kernel"], a["stride"], a["pads"]
+"            (kh, kw), (sh, sw), p = a["kernel"], a["stride"], a["pads"]
+            if a["kind"] == "max":
+                return ["maxpool", ((kh, kw), (sh, sw), tuple(p)), slot[id(x)], tuple(n.shape)]
             return ["pool", (a["kind"] == "max", kh, kw, sh, sw, p[0], p[2], p[1], p[3],
                              bool(a.get("count_include_pad", True))), slot[id(x)], tuple(n.shape)]
         return None
@@ -262,6 +265,8 @@ class NetPlan:
         elif kind == "gap":
             x = self._store(vals[st[1]])
             K._k_global_avg(x.reshape(x.shape[0] * x.shape[1], -1), rs.reshape(-1))
+        elif kind == "maxpool":
+            max_pool2d(self._store(vals[st[2]]), rs, *st[1])
         elif kind == "pool":
             K._k_pool(self._store(vals[st[2]]), rs, *st[1])
         vals[st[-1]] = res
