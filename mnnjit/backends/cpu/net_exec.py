@@ -167,7 +167,7 @@ class NetPlan:
                 return ["gap", slot[id(x)], tuple(n.shape)]
             if min(a["pads"]) < 0:
                 return None
-"            (kh, kw), (sh, sw), p = a["kernel"], a["stride"], a["pads"]
+            (kh, kw), (sh, sw), p = a["kernel"], a["stride"], a["pads"]
             if a["kind"] == "max":
                 return ["maxpool", ((kh, kw), (sh, sw), tuple(p)), slot[id(x)], tuple(n.shape)]
             return ["pool", (a["kind"] == "max", kh, kw, sh, sw, p[0], p[2], p[1], p[3],
