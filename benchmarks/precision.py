@@ -130,9 +130,8 @@ def kernel_bench(reps: int) -> List[dict]:
 
 
 def model_child(model: str, p: int, m: int, reps: int, impl: str = "runner") -> dict:
-    """Run in a fresh process: one model in one mode through ``mnnjit.nn`` (the model runner;
-    ``impl="runner"``), or through a ModePlan forced even for fp32 (``impl="kernels"``: the
-    same Numba kernels in fp32 storage, the fair baseline for fp16)."""
+    """Run in a fresh process: one model in one mode through ``mnnjit.nn`` (the model runner:
+    every mode, fp32 included, runs the same kernel-step plan, NetPlan)."""
     import mnnjit.expr as F
     import mnnjit.nn as nn
     data = np.load(MODELS / f"{model}.npz")
@@ -143,11 +142,6 @@ def model_child(model: str, p: int, m: int, reps: int, impl: str = "runner") -> 
     mod = nn.load_module_from_file(str(MODELS / f"{model}.mnn"), ["x"], ["logits"],
                                    runtime_manager=rt)
     xv = F.const(x, list(x.shape), F.NCHW)
-    if impl == "kernels":
-        from mnnjit.backends.cpu.mode_exec import ModePlan
-        from mnnjit.precision import Modes
-        sig, _ = mod._prepare(xv)
-        mod._last_sig, mod._last_plan = sig, ModePlan(mod._program.plan(sig), Modes(p, m))
     t0 = time.perf_counter()
     y = np.asarray(mod.forward(xv).read())
     first = time.perf_counter() - t0
@@ -158,8 +152,8 @@ def model_child(model: str, p: int, m: int, reps: int, impl: str = "runner") -> 
             "first_call_s": round(first, 2), "peak_rss_mb": vm_hwm_mb(),
             "rss_growth_mb": vm_hwm_mb() - rss0, "rss_after_first_mb": rss_loaded - rss0,
             "weight_mb": (plan.weight_nbytes / 2 ** 20) if hasattr(plan, "weight_nbytes") else None,
-            "act_mb": (plan.last_activation_nbytes / 2 ** 20)
-            if hasattr(plan, "last_activation_nbytes") else None,
+            "act_mb": (plan.activation_nbytes / 2 ** 20)
+            if hasattr(plan, "activation_nbytes") else None,
             "max_abs_err": float(np.abs(y.reshape(ref.shape) - ref).max())}
 
 
@@ -227,8 +221,7 @@ def main() -> None:
             print(json.dumps(r))
     for model in ("mobilenetv2", "mobilenetv2_wq8"):
         for p, m in MODES:
-            kinds = ("runner", "kernels", "MNN") if (p, m) == (0, 0) else ("runner", "MNN")
-            for kind in kinds:
+            for kind in ("runner", "MNN"):
                 r = run_child(kind, model, p, m, reps)
                 results["models"].append(r)
                 print(json.dumps({k: (float(f"{v:.4g}") if isinstance(v, float) else v)

@@ -29,8 +29,9 @@ user reads stay float32 (MNN also returns float32). ``memory`` has no effect on 
 (they carry no quantized weights).
 
 The model runner (``mnnjit.nn.Module._plan``) calls :func:`plan_for_modes` with the runtime
-manager's precision/memory; it returns the plain plan for fp32 modes, else a ModePlan (fp16
-storage, quantized weights). Lower-level pieces for other runners: :func:`parse_modes`,
+manager's precision/memory; CNN plans (every mode) and plans in fp16 / quantized modes run as a
+:class:`mnnjit.backends.cpu.net_exec.NetPlan` (fp16 activation storage, quantized weight codes),
+others as the program's ExecutionPlan. Lower-level pieces for other runners: :func:`parse_modes`,
 :func:`conv_weight_source`/:func:`depthwise_weight`/:func:`weight_storage` (weights as kept in
 memory), :func:`activation_dtype`, :func:`to_storage`/:func:`from_storage`.
 

@@ -101,7 +101,7 @@ def test_memory_low_keeps_weights_quantized(fx, flags) -> None:
     x = np.random.default_rng(6).standard_normal((1, 3, 64, 64)).astype(np.float32)
     m = MNN.nn.load_module_from_file(path, ["x"], ["logits"], memory_mode=2)  # mnn_conv2d with codes
     got = m.forward([MNN.expr.const(x, [1, 3, 64, 64])])[0].read()
-    rt = MNN.nn.create_runtime_manager({"memory": "low"})  # the precision modes' ModePlan
+    rt = MNN.nn.create_runtime_manager({"memory": "low"})  # the kernel-step plan keeps codes
     via_rt = MNN.nn.load_module_from_file(path, ["x"], ["logits"], runtime_manager=rt)
     got_rt = via_rt.forward([MNN.expr.const(x, [1, 3, 64, 64])])[0].read()
     convs = [n for n in m._last_plan.order if n.op == "mnn_conv2d"]

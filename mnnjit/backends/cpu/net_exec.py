@@ -302,6 +302,15 @@ class NetPlan:
         return rows
 
     @property
+    def activation_nbytes(self) -> int:
+        """Bytes of the intermediate activation buffers (pooled between steps and forwards) plus
+        the per-forward output buffers of kernel steps."""
+        pooled = {id(b): b.nbytes for b in self.buffers.values() if b is not None}
+        fresh = sum(int(np.prod(st[-2])) * self.act_dtype.itemsize for st in self.steps
+                    if st[0] != "ref" and self.buffers.get(st[-1], 0) is None)
+        return int(sum(pooled.values()) + fresh)
+
+    @property
     def weight_nbytes(self) -> int:
         """Bytes of the weights the plan keeps: convolution weights (packed panels or codes) and
         the constants of the other steps (e.g. a classifier's matrix)."""
