@@ -123,24 +123,40 @@ class PackedWeights:
 
 @njit(inline="always")
 def _deq_panels(kind, codes8, codes4, scale, offset, bs, g, og, q0, q1, K, dst):
-    """dst = float32 panels q0..q1 of group g's quantized rows (rows past the group are zero)."""
+    """dst = float32 panels q0..q1 of group g's quantized rows (rows past the group are zero).
+    Row by row and block by block, so the scale/offset and the code kind are fixed in the inner
+    loop (no division or branch per value)."""
+    nb = K // bs
     for q in range(q0, q1):
-        base = (q - q0) * K * MR
+        panel = dst[(q - q0) * K * MR:(q - q0 + 1) * K * MR]
         for r in range(MR):
-            o = g * og + q * MR + r
-            if q * MR + r >= og:
+            row = q * MR + r
+            if row >= og:
                 for k in range(K):
-                    store(dst, base + k * MR + r, np.float32(0.0))
+                    store(panel, k * MR + r, np.float32(0.0))
                 continue
-            for k in range(K):
-                blk = k // bs
-                if kind == 2:
-                    c = np.float32(codes8[o, k])
-                else:
-                    byte = np.int32(codes4[o, k >> 1])
-                    nib = (byte >> 4) if (k & 1) == 0 else (byte & 15)
-                    c = np.float32((nib ^ 8) - 8)
-                store(dst, base + k * MR + r, c * scale[o, blk] + offset[o, blk])
+            o = g * og + row
+            col = panel[r:]
+            if kind == 2:
+                cr = codes8[o]
+                for blk in range(nb):
+                    sc = scale[o, blk]
+                    of = offset[o, blk]
+                    cb = cr[blk * bs:(blk + 1) * bs]
+                    db = col[blk * bs * MR:]
+                    for k in range(bs):
+                        store(db, k * MR, np.float32(cb[k]) * sc + of)
+            else:
+                cr4 = codes4[o]
+                for blk in range(nb):
+                    sc = scale[o, blk]
+                    of = offset[o, blk]
+                    db = col[blk * bs * MR:]
+                    k0 = blk * bs
+                    for k in range(bs):
+                        byte = np.int32(cr4[(k0 + k) >> 1])
+                        nib = (byte >> 4) if ((k0 + k) & 1) == 0 else (byte & 15)
+                        store(db, k * MR, np.float32((nib ^ 8) - 8) * sc + of)
 
 
 @njit(inline="always")
