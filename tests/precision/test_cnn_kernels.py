@@ -152,3 +152,26 @@ def test_max_pool_matches_reference(c, h, w, kh, kw, sh, sw, p, ceil, half):
     got = to_f32(out) if half else out
     exp = to_f32(to_f16(ref)) if half else ref
     assert np.array_equal(got, exp)
+
+
+@pytest.mark.parametrize("act", ["", "relu6", "sigmoid"])
+@pytest.mark.parametrize("half", [False, True])
+def test_quantized_classifier_runs_the_narrow_gemv(act, half):
+    """A 1x1 convolution of one pixel with int8 codes: the GEMV on codes, same numbers."""
+    rng = np.random.default_rng(3)
+    o, c = 37, 70
+    codes = rng.integers(-128, 128, (o, c)).astype(np.int8)
+    scale = rng.uniform(0.01, 0.1, (o, 2)).astype(np.float32)
+    offset = rng.uniform(-0.1, 0.1, (o, 2)).astype(np.float32)
+    q = QuantRows(codes, scale, offset, (o, c), 35, 8)
+    b = rng.standard_normal(o).astype(np.float32)
+    x = rng.standard_normal((1, c, 1, 1)).astype(np.float32)
+    cv = K.ConvGemm(K.PackedWeights.from_quant_rows(q), b, x.shape, (1, 1), act=act)
+    assert cv.narrow
+    xs = to_f16(x) if half else x
+    out = np.empty(cv.out_shape, xs.dtype)
+    cv.run(storage_view(xs), storage_view(out))
+    dense = q.dense().reshape(o, c, 1, 1)
+    ref = act_ref(conv_ref(to_f32(xs) if half else x, dense, b, (1, 1), (0, 0, 0, 0), (1, 1), 1), act)
+    got = to_f32(out) if half else out
+    assert np.abs(got - ref).max() <= (1e-2 if half else 1e-4) * max(1.0, float(np.abs(ref).max()))

@@ -79,6 +79,7 @@ class PackedWeights:
         #: float panels are laid out per group (see :func:`pack_grouped`)
         self.groups = 1
         if panels is not None:
+            self.quant = None
             self.kind = 0
             self.panels = panels
             self.codes8 = np.zeros((1, 1), np.int8)
@@ -86,6 +87,7 @@ class PackedWeights:
             self.scale = self.offset = np.zeros((1, 1), np.float32)
             self.block = 1
         else:
+            self.quant = quant
             self.kind = 3 if quant.bits <= 4 else 2
             self.panels = np.zeros(1, np.float32)
             self.codes8 = quant.codes if self.kind == 2 else np.zeros((1, 1), np.int8)
@@ -332,6 +334,13 @@ def _one_tile(out, wp, q, q0, jb, nfull, tail, bptr, ldb, btile, ctile, bias, n,
             _finish_act(dst, t, act)
 
 
+@njit(cache=True)
+def _k_finish(y, act):
+    """In-place activation of a float32 vector (the narrow path's epilogue)."""
+    for i in range(y.size):
+        y[i] = _act(y[i], act)
+
+
 @njit(inline="never")
 def _keep(a, b, c, d):
     return a.size + b.size + c.size + d.size
@@ -406,10 +415,30 @@ class ConvGemm:
         isz = 2 if weights.kind == 0 and weights.panels.dtype == np.uint16 else 4
         b_bytes = K * min(self.pc_max, -(-P // n_p)) * isz
         self.o_outer = bool(O * K * isz > _L2_BYTES // 2 and b_bytes <= _L2_BYTES // 2)
+        # a 1x1 convolution of a few pixels (a classifier) with 8-bit codes: the codes are read
+        # once by the quantized GEMV (no dequantized panels, which would cost more than the GEMV)
+        self.narrow = bool(self.direct and weights.kind == 2 and group == 1 and N * P <= 8)
+
+    def _run_narrow(self, x: np.ndarray, out: np.ndarray) -> np.ndarray:
+        N, C = self.in_shape[:2]
+        O = self.out_shape[1]
+        xf = x.view(np.float16).astype(np.float32) if x.dtype == np.uint16 else x
+        cols = np.ascontiguousarray(xf.reshape(N, C, -1).transpose(1, 0, 2).reshape(C, -1))
+        y = self.w.quant.matmul(cols) + self.bias[:O, None]
+        y = np.ascontiguousarray(y.reshape(O, N, -1).transpose(1, 0, 2), np.float32)
+        if self.act:
+            _k_finish(y.reshape(-1), self.act)
+        if out.dtype == np.uint16:
+            out.view(np.float16).reshape(y.shape)[...] = y
+        else:
+            out.reshape(y.shape)[...] = y
+        return out
 
     def run(self, x: np.ndarray, out: np.ndarray) -> np.ndarray:
         """Compute the convolution of ``x`` (storage array: float32 or uint16 half bits) into
         ``out`` (same storage, shape :attr:`out_shape`)."""
+        if self.narrow:
+            return self._run_narrow(x, out)
         N, C, H, W = self.in_shape
         (kh, kw), (sh, sw), (pt, _, pl, _), (dh, dw) = self.kernel, self.stride, self.pads, self.dilation
         wt = self.w
