@@ -335,22 +335,45 @@ def _f32(v: Any) -> Any:
     return v
 
 
+class _Winograd:
+    """A 3x3 stride-1 convolution by Winograd F(m x m, 3 x 3) (:mod:`.winograd`), weights
+    transformed once; ``run`` takes the executor's storage arrays."""
+
+    def __init__(self, w: np.ndarray, bias: Optional[np.ndarray], pads, act: str, m: int) -> None:
+        from . import winograd
+        self._conv = winograd.winograd_conv3x3
+        self.wt = winograd.winograd_weights(np.asarray(w, np.float32), m)
+        self.bias = None if bias is None else np.array(bias, np.float32).reshape(-1)
+        self.pads, self.act = tuple(int(p) for p in pads), act
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the transformed weights."""
+        return int(self.wt.u.nbytes)
+
+    def run(self, x: np.ndarray, out: np.ndarray) -> np.ndarray:
+        """Compute into ``out`` (storage arrays: float32 or uint16 half bits)."""
+        if x.dtype == np.uint16:
+            x, out = x.view(np.float16), out.view(np.float16)
+        self._conv(x, self.wt, self.bias, self.pads, self.act, out)
+        return out
+
+
 def _winograd(w, bias, shape, in_shape, attrs, group, threads, fp16, keep_quantized):
-    """A Winograd convolution for a 3x3 stride-1 layer when :mod:`.winograd` measures it faster."""
+    """A Winograd convolution for a 3x3 stride-1 layer when :func:`.winograd.choose` says it is
+    the fastest method (float weights only: quantized codes stay on the GEMM path)."""
     O, cg, kh, kw = shape
     if (kh, kw) != (3, 3) or tuple(attrs["stride"]) != (1, 1) or tuple(attrs["dilation"]) != (1, 1) \
-            or group != 1:
+            or group != 1 or min(attrs["pads"]) < 0:
         return None
     if keep_quantized and not isinstance(w, np.ndarray) and w.quantized:
         return None
-    try:
-        from . import winograd
-    except ImportError:
-        return None
+    from . import winograd
     N, C, H, W = in_shape
-    m = winograd.choose(C, O, H, W, threads)
+    oh = H + attrs["pads"][0] + attrs["pads"][1] - 2
+    ow = W + attrs["pads"][2] + attrs["pads"][3] - 2
+    m = winograd.choose(C, O, oh, ow, threads)
     if not m:
         return None
     dense = w if isinstance(w, np.ndarray) else w.dense()
-    return winograd.WinogradConv(np.asarray(dense, np.float32), bias, in_shape, attrs["pads"],
-                                 attrs.get("act", ""), m)
+    return _Winograd(dense, bias, attrs["pads"], attrs.get("act", ""), m)
