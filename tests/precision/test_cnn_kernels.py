@@ -175,3 +175,20 @@ def test_quantized_classifier_runs_the_narrow_gemv(act, half):
     ref = act_ref(conv_ref(to_f32(xs) if half else x, dense, b, (1, 1), (0, 0, 0, 0), (1, 1), 1), act)
     got = to_f32(out) if half else out
     assert np.abs(got - ref).max() <= (1e-2 if half else 1e-4) * max(1.0, float(np.abs(ref).max()))
+
+
+@SETTINGS
+@given(st.integers(1, 13), st.integers(1, 13), st.tuples(*[st.integers(0, 2)] * 4), st.booleans())
+def test_depthwise_3x3_stride2_parity_planes(h, w, pads, half):
+    """The 3x3 stride-2 kernel (parity planes) on every small size and padding."""
+    assume(h + pads[0] + pads[1] >= 3 and w + pads[2] + pads[3] >= 3)
+    rng = np.random.default_rng(h * 100 + w)
+    x = rng.standard_normal((2, 3, h, w)).astype(np.float32)
+    wt = rng.standard_normal((3, 1, 3, 3)).astype(np.float32)
+    b = rng.standard_normal(3).astype(np.float32)
+    xs = to_f16(x) if half else x
+    got = depthwise_conv2d(xs, wt.reshape(3, -1), b, (3, 3), (2, 2), pads, (1, 1), "relu6")
+    got = to_f32(got) if half else got
+    ref = act_ref(conv_ref(to_f32(xs) if half else x, wt, b, (2, 2), pads, (1, 1), 3), "relu6")
+    assert got.shape == ref.shape
+    assert np.abs(got - ref).max() <= (2e-2 if half else 1e-4) * max(1.0, float(np.abs(ref).max()))

@@ -113,6 +113,65 @@ def _k_depthwise(x, w, bias, out, kh, kw, sh, sw, pt, pl, dh, dw, act, nchunk):
                     _store_act(out[n, c, oy], 0, acc, 0, np.float32(0.0), OW, act)
 
 
+@njit(parallel=True, cache=True)
+def _k_depthwise_s2(x, w, bias, out, pt, pl, act, nchunk):
+    """3x3, stride 2, dilation 1: the zero-bordered plane is stored as four parity planes
+    (even/odd padded rows x even/odd padded columns, the split made while copying), so every tap
+    of output (oy, ox) is plane[(ky%2)*2 + kx%2][oy + ky//2, ox + kx//2]: nine contiguous streams
+    over a flat output index with one junk column per row, instead of stride-2 gathers."""
+    N, C, H, W = x.shape
+    OH, OW = out.shape[2], out.shape[3]
+    HH = max(OH + 1, (pt + H + 1) // 2) + 1
+    WH = max(OW + 1, (pl + W + 1) // 2) + 1
+    PS = HH * WH
+    NC = N * C
+    n_flat = (OH - 1) * WH + OW
+    for chunk in prange(nchunk):
+        c0 = chunk * NC // nchunk
+        c1 = (chunk + 1) * NC // nchunk
+        xp = np.zeros(4 * PS, np.float32)
+        acc = np.empty(n_flat, np.float32)
+        e0 = pl % 2                  # first input column landing on an even padded column
+        e1 = 1 - e0
+        ne = (W - e0 + 1) // 2
+        no = (W - e1 + 1) // 2
+        je = (e0 + pl) // 2
+        jo = (e1 + pl) // 2
+        for nc in range(c0, c1):
+            n = nc // C
+            c = nc % C
+            plane = x[n, c]
+            for iy in range(H):
+                py = iy + pt
+                rb = (py % 2) * 2 * PS + (py // 2) * WH
+                src = plane[iy]
+                de = xp[rb + je:rb + je + ne]
+                se = src[e0:]
+                for j in range(ne):
+                    de[j] = load(se, 2 * j)
+                do = xp[rb + PS + jo:rb + PS + jo + no]
+                so = src[e1:]
+                for j in range(no):
+                    do[j] = load(so, 2 * j)
+            wc = w[c]
+            w0, w1, w2, w3, w4, w5, w6, w7, w8 = wc[0], wc[1], wc[2], wc[3], wc[4], wc[5], wc[6], wc[7], wc[8]
+            b = bias[c]
+            t0 = xp[0:]
+            t1 = xp[PS:]
+            t2 = xp[1:]
+            t3 = xp[2 * PS:]
+            t4 = xp[3 * PS:]
+            t5 = xp[2 * PS + 1:]
+            t6 = xp[WH:]
+            t7 = xp[PS + WH:]
+            t8 = xp[WH + 1:]
+            for i in range(n_flat):
+                acc[i] = (b + w0 * t0[i] + w1 * t1[i] + w2 * t2[i] + w3 * t3[i] + w4 * t4[i]
+                          + w5 * t5[i] + w6 * t6[i] + w7 * t7[i] + w8 * t8[i])
+            for oy in range(OH):
+                _store_act(out[n, c, oy], 0, acc, oy * WH, np.float32(0.0), OW, act)
+
+
 class Depthwise:
     """A depthwise convolution prepared for a fixed input shape; ``run(x, out)`` computes into
     ``out`` (storage arrays, float32 or float16 bits)."""
@@ -144,7 +203,11 @@ class Depthwise:
 
     def run(self, x: np.ndarray, out: np.ndarray) -> np.ndarray:
         """Compute into ``out`` (same storage as ``x``)."""
-        _k_depthwise(x, self.w, self.bias, out, *self.args, self.nchunk)
+        kh, kw, sh, sw, pt, pl, dh, dw, act = self.args
+        if (kh, kw, sh, sw, dh, dw) == (3, 3, 2, 2, 1, 1):
+            _k_depthwise_s2(x, self.w, self.bias, out, pt, pl, act, self.nchunk)
+        else:
+            _k_depthwise(x, self.w, self.bias, out, *self.args, self.nchunk)
         return out
 
 
