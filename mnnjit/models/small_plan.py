@@ -54,6 +54,9 @@ class _Writer:
                                     "areduce": np.add.reduce, "ZERO": np.float32(0),
                                     "SIX": np.float32(6)}
         self.lines: list[str] = []
+        #: Slots whose array a written-out op allocated and that only the step being written
+        #: reads: that step may compute in place.
+        self.owned: set[int] = set()
 
     def name(self, slot: int) -> str:
         """The expression for a slot's value (a constant becomes a global of the function)."""
@@ -100,11 +103,11 @@ def _matmul_ex(w: _Writer, i: int, node: Node, ins: tuple, out: int) -> bool:
     k_dim = a.shape[0] if attrs.get("transpose_a") else a.shape[1]
     v = f"v{out}"
     if m * n * k_dim < BLAS_SINGLE_MACS:
-        w.emit(f"{v} = dot({operands[0]}, {operands[1]})")
+        w.emit(f"{v} = {operands[0]}.dot({operands[1]})")
     else:  # the reference's thread pinning for mid-sized products
         w.env["blas_threads_for"] = _blas_threads_for()
         w.emit(f"with blas_threads_for({m * n * k_dim}):")
-        w.emit(f"    {v} = dot({operands[0]}, {operands[1]})")
+        w.emit(f"    {v} = {operands[0]}.dot({operands[1]})")
     if bias is not None:
         w.emit(f"add({v}, {w.name(ins[2])}, out={v})")
     act = attrs.get("act", "")
@@ -129,7 +132,10 @@ def _softmax(w: _Writer, i: int, node: Node, ins: tuple, out: int) -> bool:
         return False
     v = f"v{out}"
     src = w.name(ins[0])
-    w.emit(f"{v} = subtract({src}, mreduce({src}, axis={ax}, keepdims=True))")
+    if ins[0] in w.owned:
+        w.emit(f"{v} = subtract({src}, mreduce({src}, axis={ax}, keepdims=True), out={src})")
+    else:
+        w.emit(f"{v} = subtract({src}, mreduce({src}, axis={ax}, keepdims=True))")
     w.emit(f"exp({v}, out={v})")
     w.emit(f"divide({v}, areduce({v}, axis={ax}, keepdims=True), out={v})")
     return True
@@ -140,7 +146,8 @@ def _relu(w: _Writer, i: int, node: Node, ins: tuple, out: int) -> bool:
     if not (_is_f32(x) and _is_f32(node) and x.shape == node.shape):
         return False
     v = f"v{out}"
-    w.emit(f"{v} = maximum({w.name(ins[0])}, ZERO)")
+    src = w.name(ins[0])
+    w.emit(f"{v} = maximum({src}, ZERO{', out=' + src if ins[0] in w.owned else ''})")
     if node.op == "relu6":
         w.emit(f"minimum({v}, SIX, out={v})")
     return True
@@ -151,7 +158,9 @@ def _binary(w: _Writer, i: int, node: Node, ins: tuple, out: int) -> bool:
     if not (_is_f32(a) and _is_f32(b) and _is_f32(node)):
         return False
     fn = w.const(f"u{i}", _BINARY_UFUNCS[node.op])
-    w.emit(f"v{out} = {fn}({w.name(ins[0])}, {w.name(ins[1])})")
+    src = w.name(ins[0])
+    inplace = ins[0] in w.owned and a.shape == node.shape
+    w.emit(f"v{out} = {fn}({src}, {w.name(ins[1])}{', out=' + src if inplace else ''})")
     return True
 
 
@@ -166,13 +175,19 @@ def generate(steps: list, init: list, feed_slots: list, out_slots: list, order: 
     module docstring); ``steps`` are ``(ref, attrs, input slots, output slot, dtype, shape)``,
     ``init`` the constant value per slot, ``order`` the node per slot."""
     w = _Writer(init)
+    uses: dict[int, int] = {}
+    for slot in [s for step in steps for s in step[2]] + list(out_slots):
+        uses[slot] = uses.get(slot, 0) + 1
+    fresh: set[int] = set()
     for k, slot in enumerate(feed_slots):
         if slot is not None:
             w.emit(f"v{slot} = arrays[{k}]")
     for i, (ref, attrs, ins, out, _, _) in enumerate(steps):
         node = order[out]
         writer = _WRITERS.get(node.op)
+        w.owned = {s for s in ins[:1] if s in fresh and uses[s] == 1}
         if writer is not None and writer(w, i, node, ins, out):
+            fresh.add(out)
             continue
         w.env[f"r{i}"], w.env[f"a{i}"] = ref, attrs
         w.emit(f"v{out} = r{i}([{', '.join(w.name(s) for s in ins)}], a{i})")

@@ -111,31 +111,6 @@ class _Module:
             arrays.append(arr)
         return tuple(sig), arrays, None if keys is None else tuple(keys)
 
-    def _fast_arrays(self, inputs: Any) -> list[np.ndarray] | None:
-        """The input arrays when ``inputs`` match the last call's keys (see ``_fast_keys``), else
-        None (the full ``_prepare`` then checks, converts and raises)."""
-        keys = self._fast_keys
-        if keys is None:
-            return None
-        if isinstance(inputs, Var):
-            inputs = (inputs,)
-        elif type(inputs) is not list and type(inputs) is not tuple:
-            return None
-        if len(inputs) != len(keys):
-            return None
-        arrays = []
-        for v, (shape, dtype, fmt) in zip(inputs, keys):
-            if not isinstance(v, Var):
-                return None
-            node = v._node
-            if node.shape != shape or node.dtype != dtype or node.fmt != fmt:
-                return None
-            arr = node.value
-            if arr is None:
-                return None
-            arrays.append(arr)
-        return arrays
-
     def _plan(self, sig: tuple) -> ExecutionPlan:
         if sig == self._last_sig:
             return self._last_plan
@@ -156,7 +131,25 @@ class _Module:
 
     def onForward(self, inputs: Any) -> list[Var]:  # noqa: N802 - MNN's name
         """Run the model; a list of output Vars."""
-        arrays = self._fast_arrays(inputs)
+        arrays = None
+        keys = self._fast_keys
+        if keys is not None:
+            # fast path: Vars of the last call's shapes, dtypes and formats whose arrays fed the
+            # last plan unchanged; anything else goes through _prepare (checks, casts, errors)
+            if isinstance(inputs, Var):
+                inputs = (inputs,)
+            if (type(inputs) is list or type(inputs) is tuple) and len(inputs) == len(keys):
+                arrays = []
+                for v, (shape, dtype, fmt) in zip(inputs, keys):
+                    node = v._node if isinstance(v, Var) else None
+                    if node is None or node.shape != shape or node.dtype != dtype or node.fmt != fmt:
+                        arrays = None
+                        break
+                    arr = node.value
+                    if arr is None:
+                        arrays = None
+                        break
+                    arrays.append(arr)
         if arrays is None:
             sig, arrays, keys = self._prepare_keyed(inputs)
             plan = self._plan(sig)
@@ -168,7 +161,10 @@ class _Module:
             # function uses none: no thread-count call per forward)
             _set_threads(self._threads)
         outs = plan.run(arrays)
-        return [_out_var(a, f) for a, f in zip(outs, plan.out_fmts)]
+        fmts = plan.out_fmts
+        if len(outs) == 1:
+            return [_out_var(outs[0], fmts[0])]
+        return [_out_var(a, f) for a, f in zip(outs, fmts)]
 
     def forward(self, inputs: Any) -> Var | list[Var]:
         """Run the model: a list of outputs for a list of inputs, the first output for one Var."""
