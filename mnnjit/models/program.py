@@ -25,6 +25,10 @@ from .translate import MNN_DTYPES, Ctx, NeedsValuesError, Translator
 _FMTS = ("NCHW", "NHWC", "NC4HW4")
 #: Plans kept per model (one per input signature, least recently used dropped first).
 MAX_PLANS = 16
+#: A plan whose nodes all have fewer elements than this runs on its step loop without importing the
+#: compiler: no hand-written kernel is used below the compiler's ``plan.KERNEL_MIN`` (the same
+#: number; a test checks that they agree).
+TINY_WORK = 1024
 
 
 @dataclass(frozen=True)
@@ -243,6 +247,10 @@ def _lean(plan: ExecutionPlan) -> bool:
     if ex is not None:
         from ..backends.reference import evaluate as ref_evaluate
         return ex is ref_evaluate
+    active = [n for n in plan.order if n.op not in ("const", "placeholder")]
+    if all(max([n.size if n.dtype is not None else 0] + [i.size for i in n.inputs if i.op != "const"]) < TINY_WORK
+           for n in active):
+        return True  # tiny activations (an MLP): no kernel would be used; load neither the compiler nor Numba
     try:
         from ..backends.cpu import kernels
         from ..compiler import config
@@ -250,10 +258,6 @@ def _lean(plan: ExecutionPlan) -> bool:
     except ImportError:
         return True
     thr = config.threshold()
-    active = [n for n in plan.order if n.op not in ("const", "placeholder")]
-    if all(max([n.size if n.dtype is not None else 0] + [i.size for i in n.inputs if i.op != "const"]) < KERNEL_MIN
-           for n in active):
-        return True  # tiny activations (an MLP): no kernel would be used; do not even load them (Numba)
     kernels.load_kernel_modules()
     for n in plan.order:
         if n.op in ("const", "placeholder"):

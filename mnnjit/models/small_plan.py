@@ -25,11 +25,11 @@ from typing import Any, Callable
 import numpy as np
 
 from ..graph import Node
+from ..ops.nn_misc import _BLAS_SINGLE_MACS
 
 F32 = np.dtype(np.float32)
-#: GEMMs up to this many multiply-adds run on one OpenBLAS thread anyway (its own threshold for
-#: threading a GEMM is m*n*k > 65536 * 4); smaller ones skip the thread pinning.
-BLAS_SINGLE_MACS = 1 << 18
+#: GEMMs below this many multiply-adds skip the thread pinning (OpenBLAS runs them on one thread).
+BLAS_SINGLE_MACS = _BLAS_SINGLE_MACS
 
 try:  # numpy >= 2: errstate is a context variable holding an "extobj"
     from numpy._core.umath import _extobj_contextvar as _FP_VAR

@@ -4,6 +4,8 @@ input after a fast call still gets the full checks, and floating-point warnings 
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import warnings
 
 import numpy as np
@@ -166,3 +168,20 @@ def test_non_finite_inputs_raise_no_warnings_and_leave_errstate() -> None:
     with pytest.raises(FloatingPointError):  # the user's own settings are untouched afterwards
         with np.errstate(all="raise"):
             np.float32(1) / np.float32(0)
+
+
+def test_tiny_work_limit_is_the_compilers_kernel_minimum() -> None:
+    from mnnjit.compiler.plan import KERNEL_MIN
+    from mnnjit.models.program import TINY_WORK
+    assert TINY_WORK == KERNEL_MIN
+
+
+def test_mlp_first_forward_imports_neither_compiler_nor_numba() -> None:
+    code = ("import sys, numpy as np, mnnjit as J\n"
+            "m = J.nn.load_module_from_file('/work/shared/models/mlp.mnn', ['x'], ['prob'])\n"
+            "m.forward(J.expr.const(np.ones((1, 64), np.float32), [1, 64])).read()\n"
+            "print([k for k in ('numba', 'mnnjit.compiler', 'numpy.random') if k in sys.modules])")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env=dict(os.environ, PYTHONPATH=os.getcwd()), timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip() == "[]", out.stdout
