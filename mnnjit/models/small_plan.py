@@ -8,14 +8,16 @@ reference function:
 * ``matmul_ex`` on 2-D float32 operands: ``np.dot`` into a fresh array, the bias added and the
   relu / relu6 applied in place (constant transposed weights are transposed once, here);
 * ``softmax`` over float32: ``maximum.reduce`` / ``add.reduce`` directly (no ``np.max`` /
-  ``np.sum`` wrappers), the exponentials computed in place in the fresh difference array;
+  ``np.sum`` wrappers), the exponentials computed in place; a single row (batch of one) as
+  ``exp(x) / sum(exp(x))`` when that sum is in [1, inf) (exact to rounding: see ``_softmax``),
+  else the reference's ``exp(x - max) / sum``;
 * ``relu`` / ``relu6`` and float32 binary ``add`` / ``sub`` / ``mul`` / ``div`` / ``maximum`` /
   ``minimum``: the ufunc itself.
 
-Every written-out op computes what its reference computes (same numpy operations, so the same
-values) into arrays it allocates itself at each call: no buffer is reused across calls, so an
-output a caller still holds is never overwritten by a later forward, and two threads may run one
-plan. The whole function runs with floating-point warnings off (``np.errstate(all="ignore")``,
+Every written-out op computes what its reference computes (the same numpy operations, except the
+one-row softmax: equal to rounding) into arrays it allocates itself at each call: no buffer is
+reused across calls, so an output a caller still holds is never overwritten by a later forward,
+and two threads may run one plan. The whole function runs with floating-point warnings off (``np.errstate(all="ignore")``,
 entered through numpy's context variable directly when it is there: ~0.2 us instead of ~2 us).
 """
 from __future__ import annotations
@@ -51,8 +53,9 @@ class _Writer:
         self.env: dict[str, Any] = {"dot": np.dot, "add": np.add, "subtract": np.subtract,
                                     "maximum": np.maximum, "minimum": np.minimum, "exp": np.exp,
                                     "divide": np.true_divide, "mreduce": np.maximum.reduce,
-                                    "areduce": np.add.reduce, "ZERO": np.float32(0),
-                                    "SIX": np.float32(6)}
+                                    "areduce": np.add.reduce, "INF": float("inf"),
+                                    # 0-d arrays: ufuncs take them faster than numpy scalars
+                                    "ZERO": np.zeros((), F32), "SIX": np.full((), 6, F32)}
         self.lines: list[str] = []
         #: Slots whose array a written-out op allocated and that only the step being written
         #: reads: that step may compute in place.
@@ -109,7 +112,10 @@ def _matmul_ex(w: _Writer, i: int, node: Node, ins: tuple, out: int) -> bool:
         w.emit(f"with blas_threads_for({m * n * k_dim}):")
         w.emit(f"    {v} = {operands[0]}.dot({operands[1]})")
     if bias is not None:
-        w.emit(f"add({v}, {w.name(ins[2])}, out={v})")
+        bias_expr = w.name(ins[2])
+        if w.init[ins[2]] is not None and len(bias.shape) < 2:  # (n,) -> (1, n): no broadcast setup per call
+            bias_expr = w.const(f"b{i}", np.reshape(w.init[ins[2]], (1,) * (2 - len(bias.shape)) + tuple(bias.shape)))
+        w.emit(f"add({v}, {bias_expr}, out={v})")
     act = attrs.get("act", "")
     if act:
         w.emit(f"maximum({v}, ZERO, out={v})")
@@ -132,13 +138,30 @@ def _softmax(w: _Writer, i: int, node: Node, ins: tuple, out: int) -> bool:
         return False
     v = f"v{out}"
     src = w.name(ins[0])
-    if ins[0] in w.owned:
-        w.emit(f"{v} = subtract({src}, mreduce({src}, axis={ax}, keepdims=True), out={src})")
-    else:
-        w.emit(f"{v} = subtract({src}, mreduce({src}, axis={ax}, keepdims=True))")
-    w.emit(f"exp({v}, out={v})")
-    w.emit(f"divide({v}, areduce({v}, axis={ax}, keepdims=True), out={v})")
+    if node.size != x.shape[ax]:
+        for line in _softmax_lines(v, src, ax, ins[0] in w.owned):
+            w.emit(line)
+        return True
+    # one softmax row (an MLP's batch of one): exp(x) / sum(exp(x)) without the max subtraction
+    # when the sum is in [1, inf): no exp overflowed, and max(x) >= -log(n), so no term lost more
+    # precision than the reference's exp(x - max) does; otherwise (overflow, NaN, all very
+    # negative) the reference's formula. Two reductions and a subtraction fewer.
+    w.emit(f"{v} = exp({src})")
+    w.emit(f"s{out} = areduce({v}, None)")
+    w.emit(f"if 1.0 <= s{out} < INF:")
+    w.emit(f"    divide({v}, s{out}, out={v})")
+    w.emit("else:")
+    for line in _softmax_lines(v, src, ax, False):
+        w.emit("    " + line)
     return True
+
+
+def _softmax_lines(v: str, src: str, ax: int, inplace: bool) -> list[str]:
+    """The reference's softmax: exp(x - max) / sum, into ``src`` itself when ``inplace``."""
+    out = f", out={src}" if inplace else ""
+    return [f"{v} = subtract({src}, mreduce({src}, axis={ax}, keepdims=True){out})",
+            f"exp({v}, out={v})",
+            f"divide({v}, areduce({v}, axis={ax}, keepdims=True), out={v})"]
 
 
 def _relu(w: _Writer, i: int, node: Node, ins: tuple, out: int) -> bool:

@@ -142,10 +142,11 @@ class _Module:
                 arrays = []
                 for v, (shape, dtype, fmt) in zip(inputs, keys):
                     node = v._node if isinstance(v, Var) else None
-                    if node is None or node.shape != shape or node.dtype != dtype or node.fmt != fmt:
+                    # (a dtype equal to the key's but another object takes the full path)
+                    if node is None or node.shape != shape or node.dtype is not dtype or node.fmt != fmt:
                         arrays = None
                         break
-                    arr = node.value
+                    arr = node.value if node.live else node._value  # (.value checks staleness)
                     if arr is None:
                         arrays = None
                         break
