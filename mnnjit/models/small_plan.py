@@ -27,11 +27,9 @@ from typing import Any, Callable
 import numpy as np
 
 from ..graph import Node
-from ..ops.nn_misc import _BLAS_SINGLE_MACS
+from ..ops.nn_misc import BLAS_SINGLE_MACS  # GEMMs below it skip the OpenBLAS thread pinning
 
 F32 = np.dtype(np.float32)
-#: GEMMs below this many multiply-adds skip the thread pinning (OpenBLAS runs them on one thread).
-BLAS_SINGLE_MACS = _BLAS_SINGLE_MACS
 
 try:  # numpy >= 2: errstate is a context variable holding an "extobj"
     from numpy._core.umath import _extobj_contextvar as _FP_VAR

@@ -262,7 +262,7 @@ def _matmul_ex_infer(inputs, attrs):
 
 #: Products up to this many multiply-adds run on one OpenBLAS thread anyway (its own threshold for
 #: threading a GEMM is m*n*k > 65536 * 4).
-_BLAS_SINGLE_MACS = 1 << 18
+BLAS_SINGLE_MACS = 1 << 18
 
 
 def _matmul_ex_ref(xs, attrs):
@@ -272,7 +272,7 @@ def _matmul_ex_ref(xs, attrs):
     if attrs.get("transpose_b") and b.ndim >= 2:
         b = np.swapaxes(b, -1, -2)
     macs = a.size * (b.shape[-1] if b.ndim >= 2 else 1)  # batch * m * k * n when a carries the batch dims
-    if macs < _BLAS_SINGLE_MACS:  # OpenBLAS runs these on one thread itself: no thread-count calls
+    if macs < BLAS_SINGLE_MACS:  # OpenBLAS runs these on one thread itself: no thread-count calls
         out = np.matmul(a, b)
     else:
         from .nn_conv import blas_threads_for

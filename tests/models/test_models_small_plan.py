@@ -215,3 +215,21 @@ def test_softmax_rows_extreme_values_match_reference(shape, axis) -> None:
                 np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-7, err_msg=f"{c}")
     single_row = int(np.prod(shape)) == n  # written out as exp / sum with the reference as fall-back
     assert ("INF" in mod._last_plan._fast.source) == single_row
+
+
+def test_generated_function_without_numpy_context_variable(monkeypatch) -> None:
+    """The np.errstate form of the generated function (numpy without the errstate context variable)."""
+    from mnnjit.models import small_plan
+    monkeypatch.setattr(small_plan, "_FP_VAR", None)
+    case = (1, 5, 4, False, True, True, "vec", "relu", "softmax1", 7)
+    ins, out, a_shape, b_shape, wb, expect, rng = _build(case)
+    mod = nn.load_module(ins, [out])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for scale in (1.0, 1e30, 1.0):  # 1e30: exp overflows inside (warnings must stay silent)
+            av = (rng.standard_normal(a_shape) * scale).astype(np.float32)
+            got = mod.forward(F.const(av, list(a_shape))).read()
+            with np.errstate(all="ignore"):
+                want = expect(av, wb)
+            np.testing.assert_allclose(got, want, rtol=2e-5, atol=1e-7)
+    assert "errstate(all='ignore')" in mod._last_plan._fast.source
