@@ -39,6 +39,11 @@ except (ImportError, AttributeError, TypeError):  # another numpy: use np.errsta
     _FP_VAR = None
     _FP_IGNORE = None
 
+#: 0-d constants: ufuncs take them faster than numpy scalars (read-only: shared by every plan).
+_ZERO = np.zeros((), F32)
+_SIX = np.full((), 6, F32)
+_ZERO.flags.writeable = _SIX.flags.writeable = False
+
 _BINARY_UFUNCS = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.true_divide,
                   "maximum": np.maximum, "minimum": np.minimum}
 
@@ -48,12 +53,10 @@ class _Writer:
 
     def __init__(self, init: list) -> None:
         self.init = init
-        self.env: dict[str, Any] = {"dot": np.dot, "add": np.add, "subtract": np.subtract,
-                                    "maximum": np.maximum, "minimum": np.minimum, "exp": np.exp,
-                                    "divide": np.true_divide, "mreduce": np.maximum.reduce,
-                                    "areduce": np.add.reduce, "INF": float("inf"),
-                                    # 0-d arrays: ufuncs take them faster than numpy scalars
-                                    "ZERO": np.zeros((), F32), "SIX": np.full((), 6, F32)}
+        self.env: dict[str, Any] = {"add": np.add, "subtract": np.subtract, "maximum": np.maximum,
+                                    "minimum": np.minimum, "exp": np.exp, "divide": np.true_divide,
+                                    "mreduce": np.maximum.reduce, "areduce": np.add.reduce,
+                                    "INF": float("inf"), "ZERO": _ZERO, "SIX": _SIX}
         self.lines: list[str] = []
         #: Slots whose array a written-out op allocated and that only the step being written
         #: reads: that step may compute in place.
@@ -77,6 +80,7 @@ class _Writer:
 
 
 def _is_f32(node: Node) -> bool:
+    """Whether the node's dtype is float32."""
     return node.dtype == F32
 
 
