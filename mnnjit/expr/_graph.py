@@ -1,7 +1,6 @@
 """MNN.expr.jsonop: build an op described in MNN's JSON op format."""
 from __future__ import annotations
 
-import json
 from typing import Any, Sequence
 
 from ..ops import build as B
@@ -43,6 +42,7 @@ def jsonop(inputs: Sequence[Var], describe: str, output_number: int) -> Any:
     Supported types: BinaryOp, UnaryOp, ReLU, ReLU6, Sigmoid, TanH, Softmax, Concat, Reshape, Transpose
     (perm as a second input), Cast. Others raise NotImplementedError naming the type.
     """
+    import json  # only jsonop needs it: not loaded by import mnnjit.expr
     desc = json.loads(describe) if isinstance(describe, str) else dict(describe)
     typ = desc.get("type")
     main = desc.get("main") or {}

@@ -25,6 +25,10 @@ from .translate import MNN_DTYPES, Ctx, NeedsValuesError, Translator
 _FMTS = ("NCHW", "NHWC", "NC4HW4")
 #: Plans kept per model (one per input signature, least recently used dropped first).
 MAX_PLANS = 16
+#: A plan whose nodes all have fewer elements than this runs on its step loop without importing the
+#: compiler: no hand-written kernel is used below the compiler's ``plan.KERNEL_MIN`` (the same
+#: number; a test checks that they agree).
+TINY_WORK = 1024
 
 
 @dataclass(frozen=True)
@@ -187,6 +191,8 @@ class ExecutionPlan:
         if self.lean is None:
             self.lean = _lean(self)
         if self.lean:
+            if self._fast is not None:
+                return self._fast(arrays)
             return self._run_steps(arrays)
         for p, a in zip(self.placeholders, arrays):
             p.value = a
@@ -197,9 +203,6 @@ class ExecutionPlan:
         return [o.value for o in self.outputs]
 
     def _run_steps(self, arrays: list[np.ndarray]) -> list[np.ndarray]:
-        if self._fast is not None:
-            with np.errstate(all="ignore"):
-                return self._fast(arrays)
         vals = list(self.init)
         for s, a in zip(self.feed_slots, arrays):
             if s is not None:
@@ -216,27 +219,14 @@ class ExecutionPlan:
                 vals[out] = v
         if not fixed:  # every step gave its node's dtype and shape: later runs skip the checks
             self._fast = self._generate()
+            # later calls of ``plan.run`` go straight to the generated function (no dispatch)
+            self.run = self._fast  # type: ignore[method-assign]
         return [vals[s] for s in self.out_slots]
 
     def _generate(self):
-        """The step list as one generated Python function (no per-step loop, lookups or checks)."""
-        env: dict = {}
-
-        def name(slot: int) -> str:
-            if self.init[slot] is not None:
-                env[f"c{slot}"] = self.init[slot]
-                return f"c{slot}"
-            return f"v{slot}"
-        lines = ["def run(arrays):"]
-        for k, slot in enumerate(self.feed_slots):
-            if slot is not None:
-                lines.append(f"    v{slot} = arrays[{k}]")
-        for i, (ref, attrs, ins, out, _, _) in enumerate(self.steps):
-            env[f"r{i}"], env[f"a{i}"] = ref, attrs
-            lines.append(f"    v{out} = r{i}([{', '.join(name(s) for s in ins)}], a{i})")
-        lines.append(f"    return [{', '.join(name(s) for s in self.out_slots)}]")
-        exec(compile("\n".join(lines), "<mnnjit plan>", "exec"), env)  # noqa: S102 - generated from the plan
-        return env["run"]
+        """The step list as one generated Python function (see :mod:`.small_plan`)."""
+        from .small_plan import generate
+        return generate(self.steps, self.init, self.feed_slots, self.out_slots, self.order)
 
     def _run_dynamic(self, arrays: list[np.ndarray]) -> list[np.ndarray]:
         feeds = [Node("placeholder", (), {}, p.shape, p.dtype, p.fmt, name=p.name) for p in self.placeholders]
@@ -257,6 +247,10 @@ def _lean(plan: ExecutionPlan) -> bool:
     if ex is not None:
         from ..backends.reference import evaluate as ref_evaluate
         return ex is ref_evaluate
+    active = [n for n in plan.order if n.op not in ("const", "placeholder")]
+    if all(max([n.size if n.dtype is not None else 0] + [i.size for i in n.inputs if i.op != "const"]) < TINY_WORK
+           for n in active):
+        return True  # tiny activations (an MLP): no kernel would be used; load neither the compiler nor Numba
     try:
         from ..backends.cpu import kernels
         from ..compiler import config
@@ -264,10 +258,6 @@ def _lean(plan: ExecutionPlan) -> bool:
     except ImportError:
         return True
     thr = config.threshold()
-    active = [n for n in plan.order if n.op not in ("const", "placeholder")]
-    if all(max([n.size if n.dtype is not None else 0] + [i.size for i in n.inputs if i.op != "const"]) < KERNEL_MIN
-           for n in active):
-        return True  # tiny activations (an MLP): no kernel would be used; do not even load them (Numba)
     kernels.load_kernel_modules()
     for n in plan.order:
         if n.op in ("const", "placeholder"):

@@ -20,7 +20,15 @@ from ..ops import build as B
 from ..var import Var
 from .module import _Module
 
-_rng = np.random.default_rng()
+_rng_state: list = []
+
+
+def _rng() -> np.random.Generator:
+    """The layers' random generator, made on first use (``import mnnjit.nn`` does not load
+    numpy.random)."""
+    if not _rng_state:
+        _rng_state.append(np.random.default_rng())
+    return _rng_state[0]
 
 
 def _param(array: np.ndarray) -> Var:
@@ -77,7 +85,7 @@ class _Conv(_Layer):
         self.group = cin if depthwise else 1
         fan_in = (cin // self.group) * kh * kw
         a = float(np.sqrt(3.0 / fan_in))
-        self.weight = _param(_rng.uniform(-a, a, (cout, cin // self.group, kh, kw)))
+        self.weight = _param(_rng().uniform(-a, a, (cout, cin // self.group, kh, kw)))
         self.bias = _param(np.zeros(cout)) if bias else None
         if self.bias is not None:
             self._add_parameter(self.bias)
@@ -124,7 +132,7 @@ class _Linear(_Layer):
     def __init__(self, n_in: int, n_out: int, bias: bool) -> None:
         super().__init__("linear")
         a = float(np.sqrt(3.0 / n_in))
-        self.weight = _param(_rng.uniform(-a, a, (n_out, n_in)))
+        self.weight = _param(_rng().uniform(-a, a, (n_out, n_in)))
         self.bias = _param(np.zeros((1, n_out))) if bias else None
         if self.bias is not None:
             self._add_parameter(self.bias)
@@ -191,7 +199,7 @@ class _Dropout(_Layer):
         node = B.as_node(x)
         if not self._training or self.ratio == 0.0:
             return B.wrap(node)
-        keep = (_rng.random(node.shape) >= self.ratio).astype(np.float32) / (1.0 - self.ratio)
+        keep = (_rng().random(node.shape) >= self.ratio).astype(np.float32) / (1.0 - self.ratio)
         return B.binary("mul", B.wrap(node), Var._from_node(const_node(keep, node.fmt)))
 
 

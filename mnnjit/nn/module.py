@@ -30,9 +30,15 @@ def _set_threads(n: int) -> None:
 
 
 def _out_var(arr: np.ndarray, fmt: str) -> Var:
+    """A Var on a plan's output array (a constant node: the array is never written again)."""
     if not arr.flags.c_contiguous:
         arr = np.ascontiguousarray(arr)
-    return Var._from_node(Node("const", (), {}, arr.shape, arr.dtype, fmt, arr))
+    v = _new_var(Var)
+    v._node = Node("const", (), {}, arr.shape, arr.dtype, fmt, arr)
+    return v
+
+
+_new_var = object.__new__
 
 
 class _Module:
@@ -47,6 +53,9 @@ class _Module:
         self._training = False
         self._last_sig: tuple | None = None
         self._last_plan: ExecutionPlan | None = None
+        #: Per input (shape, dtype, fmt) of the Vars of the last call when they fed the last plan
+        #: unchanged (no cast or layout conversion): a call matching them skips ``_prepare``.
+        self._fast_keys: tuple | None = None
         self._params: list[Var] = []
         #: Worker threads for compiled kernels (RuntimeManager numThread / thread_num), 0 = default.
         self._threads = runtime_manager.num_thread if runtime_manager is not None else 0
@@ -54,6 +63,13 @@ class _Module:
 
     # ------------------------------------------------------------------ running
     def _prepare(self, inputs: Any) -> tuple[tuple, list[np.ndarray]]:
+        """The input signature and the input arrays, laid out and cast as the model expects."""
+        sig, arrays, _ = self._prepare_keyed(inputs)
+        return sig, arrays
+
+    def _prepare_keyed(self, inputs: Any) -> tuple[tuple, list[np.ndarray], tuple | None]:
+        """``_prepare``, plus the inputs' (shape, dtype, fmt) keys when every input is a Var
+        whose array feeds the plan unchanged (else None)."""
         prog = self._program
         if prog is None:
             raise RuntimeError("this Module has no model: load one with nn.load_module_from_file")
@@ -66,8 +82,14 @@ class _Module:
                              f"got {len(inputs)}")
         sig = []
         arrays = []
+        keys: list | None = []
         for spec, v in zip(specs, inputs):
             node = v._node if isinstance(v, Var) else B.as_node(v)
+            if keys is not None and isinstance(v, Var):
+                keys.append((node.shape, node.dtype, node.fmt))
+            else:
+                keys = None
+            given = node
             if spec.dims is not None and spec.dims and len(node.shape) != len(spec.dims):
                 raise ValueError(f"input {spec.name!r}: expected {len(spec.dims)} dimensions "
                                  f"(shape {list(spec.dims)}), got shape {list(node.shape)}")
@@ -83,9 +105,11 @@ class _Module:
             arr = node.value
             if arr is None:
                 arr = Var._from_node(node).read_view()
+            if node is not given or given.value is None:
+                keys = None
             sig.append((node.shape, node.dtype, spec.fmt))
             arrays.append(arr)
-        return tuple(sig), arrays
+        return tuple(sig), arrays, None if keys is None else tuple(keys)
 
     def _plan(self, sig: tuple) -> ExecutionPlan:
         if sig == self._last_sig:
@@ -106,12 +130,41 @@ class _Module:
 
     def onForward(self, inputs: Any) -> list[Var]:  # noqa: N802 - MNN's name
         """Run the model; a list of output Vars."""
-        if self._threads:
+        arrays = None
+        keys = self._fast_keys
+        if keys is not None:
+            # fast path: Vars of the last call's shapes, dtypes and formats whose arrays fed the
+            # last plan unchanged; anything else goes through _prepare (checks, casts, errors)
+            if isinstance(inputs, Var):
+                inputs = (inputs,)
+            if (type(inputs) is list or type(inputs) is tuple) and len(inputs) == len(keys):
+                arrays = []
+                for v, (shape, dtype, fmt) in zip(inputs, keys):
+                    node = v._node if isinstance(v, Var) else None
+                    # (a dtype equal to the key's but another object takes the full path)
+                    if node is None or node.shape != shape or node.dtype is not dtype or node.fmt != fmt:
+                        arrays = None
+                        break
+                    arr = node.value if node.live else node._value  # (.value checks staleness)
+                    if arr is None:
+                        arrays = None
+                        break
+                    arrays.append(arr)
+        if arrays is None:
+            sig, arrays, keys = self._prepare_keyed(inputs)
+            plan = self._plan(sig)
+            self._fast_keys = keys
+        else:
+            plan = self._last_plan
+        if self._threads and getattr(plan, "_fast", None) is None:
+            # worker threads for compiled kernels (a small plan running as one generated numpy
+            # function uses none: no thread-count call per forward)
             _set_threads(self._threads)
-        sig, arrays = self._prepare(inputs)
-        plan = self._plan(sig)
         outs = plan.run(arrays)
-        return [_out_var(a, f) for a, f in zip(outs, plan.out_fmts)]
+        fmts = plan.out_fmts
+        if len(outs) == 1:
+            return [_out_var(outs[0], fmts[0])]
+        return [_out_var(a, f) for a, f in zip(outs, fmts)]
 
     def forward(self, inputs: Any) -> Var | list[Var]:
         """Run the model: a list of outputs for a list of inputs, the first output for one Var."""
@@ -179,7 +232,7 @@ class _Module:
         """Drop the execution plans built so far (and the children's)."""
         if self._program is not None:
             self._program._plans.clear()
-        self._last_sig = self._last_plan = None
+        self._last_sig = self._last_plan = self._fast_keys = None
         for c in self._children:
             c.clear_cache()
 

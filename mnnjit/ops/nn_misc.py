@@ -260,16 +260,24 @@ def _matmul_ex_infer(inputs, attrs):
     return out, inputs[0].dtype
 
 
+#: Products up to this many multiply-adds run on one OpenBLAS thread anyway (its own threshold for
+#: threading a GEMM is m*n*k > 65536 * 4).
+BLAS_SINGLE_MACS = 1 << 18
+
+
 def _matmul_ex_ref(xs, attrs):
     a, b = xs[0], xs[1]
     if attrs.get("transpose_a") and a.ndim >= 2:
         a = np.swapaxes(a, -1, -2)
     if attrs.get("transpose_b") and b.ndim >= 2:
         b = np.swapaxes(b, -1, -2)
-    from .nn_conv import blas_threads_for
     macs = a.size * (b.shape[-1] if b.ndim >= 2 else 1)  # batch * m * k * n when a carries the batch dims
-    with blas_threads_for(macs):
+    if macs < BLAS_SINGLE_MACS:  # OpenBLAS runs these on one thread itself: no thread-count calls
         out = np.matmul(a, b)
+    else:
+        from .nn_conv import blas_threads_for
+        with blas_threads_for(macs):
+            out = np.matmul(a, b)
     if len(xs) > 2:
         out = out + xs[2]
     act = attrs.get("act", "")

@@ -14,8 +14,19 @@ from ...ops.image_color import FAST_CODES
 from ...ops.image_color import FWD3
 from ...ops.image_geometry import (CV_BORDER_CONSTANT, CV_BORDER_REPLICATE, INTER_LINEAR, INTER_LINEAR_EXACT,
                                    resize_plan)
-from . import cv_kernels as K
 from .kernels import cpu_kernel
+
+
+class _LazyKernels:
+    """``cv_kernels``, imported when an image kernel first runs: loading the kernel registry (which
+    every compiled model plan does) then does not build the image ops' Numba dispatchers."""
+
+    def __getattr__(self, name: str):
+        from . import cv_kernels
+        return getattr(cv_kernels, name)
+
+
+K = _LazyKernels()
 
 
 def _ref(op: str, inputs, attrs):
