@@ -26,6 +26,7 @@ This module imports numba: import it lazily.
 from __future__ import annotations
 
 import math
+import threading
 from fractions import Fraction
 from typing import List, Optional, Sequence, Tuple
 
@@ -139,233 +140,262 @@ def winograd_weights(w: np.ndarray, m: int) -> WinogradWeights:
 
 # ---------------------------------------------------------------- explicit transforms
 @njit(inline="always")
-def _rows_in(x, n, c, iy0, H, W, a0, m, pl, nt, dbuf):
-    """dbuf[r, j, t] = x[n, c, iy0 + r, (a0 + t)*m + j - pl] (0 outside), r < m+2, t <= nt:
-    padded input rows split by tile phase j (the columns a tile needs are phases 0..m-1 at t and
-    0, 1 at t + 1)."""
-    for r in range(m + 2):
-        iy = iy0 + r
-        for j in range(m):
-            d = dbuf[r, j]
+def _gather(x, n, c, H, W, m, pt, pl, t0, t1, TW, dbuf, prow):
+    """dbuf[r, s, t - t0] = x[n, c, ty*m - pt + r, tx*m - pl + s] (0 outside the image) for
+    the tiles t0 <= t < t1 (t = ty*TW + tx), r, s < m + 2. Per tile-row segment and input
+    row: one contiguous widening copy into a zero-bordered float32 row ``prow``, then one loop
+    over tiles reading its m + 2 columns (constant offsets: no index checks in the loop)."""
+    a = m + 2
+    for ty in range(t0 // TW, (t1 - 1) // TW + 1):
+        ca = max(t0, ty * TW) - ty * TW
+        nt = min(t1, (ty + 1) * TW) - ty * TW - ca
+        toff = ty * TW + ca - t0
+        x0 = ca * m - pl                  # image column of prow[0]
+        nq = nt * m + 2
+        qlo = min(max(0, -x0), nq)
+        qhi = max(min(nq, W - x0), qlo)
+        for r in range(a):
+            iy = ty * m - pt + r
             if iy < 0 or iy >= H:
-                for t in range(nt + 1):
-                    d[t] = np.float32(0.0)
+                for s in range(a):
+                    d = dbuf[r, s, toff:toff + nt]
+                    for t in range(nt):
+                        d[t] = np.float32(0.0)
                 continue
-            xr = x[n, c, iy]
-            base = a0 * m + j - pl
-            tlo = min(max(0, (-base + m - 1) // m), nt + 1)
-            thi = max(min(nt + 1, (W - 1 - base) // m + 1), tlo)
-            for t in range(tlo):
-                d[t] = np.float32(0.0)
-            xs = xr[base + tlo * m:]
-            dm = d[tlo:]
-            for t in range(thi - tlo):
-                dm[t] = load(xs, t * m)
-            for t in range(thi, nt + 1):
-                d[t] = np.float32(0.0)
+            for q in range(qlo):
+                prow[q] = np.float32(0.0)
+            xs = x[n, c, iy, x0 + qlo:x0 + qhi]
+            pm = prow[qlo:qhi]
+            for q in range(qhi - qlo):
+                pm[q] = load(xs, q)
+            for q in range(qhi, nq):
+                prow[q] = np.float32(0.0)
+            dr = dbuf[r]
+            if m == 4:
+                d0 = dr[0, toff:toff + nt]
+                d1 = dr[1, toff:toff + nt]
+                d2 = dr[2, toff:toff + nt]
+                d3 = dr[3, toff:toff + nt]
+                d4 = dr[4, toff:toff + nt]
+                d5 = dr[5, toff:toff + nt]
+                for t in range(nt):
+                    d0[t] = prow[4 * t]
+                    d1[t] = prow[4 * t + 1]
+                    d2[t] = prow[4 * t + 2]
+                    d3[t] = prow[4 * t + 3]
+                    d4[t] = prow[4 * t + 4]
+                    d5[t] = prow[4 * t + 5]
+            else:
+                d0 = dr[0, toff:toff + nt]
+                d1 = dr[1, toff:toff + nt]
+                d2 = dr[2, toff:toff + nt]
+                d3 = dr[3, toff:toff + nt]
+                for t in range(nt):
+                    d0[t] = prow[2 * t]
+                    d1[t] = prow[2 * t + 1]
+                    d2[t] = prow[2 * t + 2]
+                    d3[t] = prow[2 * t + 3]
 
 
 @njit(inline="always")
-def _input_tf4(dbuf, ubuf, v, c, toff, nt):
-    """F(4,3) B^T d B for nt tiles: vertical pass over the phase rows, horizontal pass per row
-    into v[r*6 + k, c, toff + t] (both straight loops over tiles)."""
-    for j in range(4):
-        d0, d1, d2, d3, d4, d5 = dbuf[0, j], dbuf[1, j], dbuf[2, j], dbuf[3, j], dbuf[4, j], dbuf[5, j]
-        u0, u1, u2, u3, u4, u5 = ubuf[0, j], ubuf[1, j], ubuf[2, j], ubuf[3, j], ubuf[4, j], ubuf[5, j]
-        for t in range(nt + 1):
-            a0, a1, a2, a3, a4, a5 = d0[t], d1[t], d2[t], d3[t], d4[t], d5[t]
-            u0[t] = a0 - np.float32(5.0) * a2 + np.float32(4.0) * a4
-            u1[t] = np.float32(4.0) * (a3 + a4) - (a1 + a2)
-            u2[t] = (a1 - a2) + np.float32(4.0) * (a4 - a3)
-            u3[t] = (a1 - a3) + np.float32(2.0) * (a2 - a4)
-            u4[t] = (a3 - a1) + np.float32(2.0) * (a2 - a4)
-            u5[t] = a1 - np.float32(5.0) * a3 + np.float32(4.0) * a5
-    for r in range(6):
-        e0 = ubuf[r, 0, 0:nt]
-        e1 = ubuf[r, 1, 0:nt]
-        e2 = ubuf[r, 2, 0:nt]
-        e3 = ubuf[r, 3, 0:nt]
-        e4 = ubuf[r, 0, 1:nt + 1]
-        e5 = ubuf[r, 1, 1:nt + 1]
-        v0 = v[r * 6 + 0, c, toff:toff + nt]
-        v1 = v[r * 6 + 1, c, toff:toff + nt]
-        v2 = v[r * 6 + 2, c, toff:toff + nt]
-        v3 = v[r * 6 + 3, c, toff:toff + nt]
-        v4 = v[r * 6 + 4, c, toff:toff + nt]
-        v5 = v[r * 6 + 5, c, toff:toff + nt]
-        for t in range(nt):
-            a0, a1, a2, a3, a4, a5 = e0[t], e1[t], e2[t], e3[t], e4[t], e5[t]
-            v0[t] = a0 - np.float32(5.0) * a2 + np.float32(4.0) * a4
-            v1[t] = np.float32(4.0) * (a3 + a4) - (a1 + a2)
-            v2[t] = (a1 - a2) + np.float32(4.0) * (a4 - a3)
-            v3[t] = (a1 - a3) + np.float32(2.0) * (a2 - a4)
-            v4[t] = (a3 - a1) + np.float32(2.0) * (a2 - a4)
-            v5[t] = a1 - np.float32(5.0) * a3 + np.float32(4.0) * a5
+def _bt4(d0, d1, d2, d3, d4, d5, v0, v1, v2, v3, v4, v5, nb):
+    """v = B^T d of F(4,3) for nb tiles (one straight loop over tiles)."""
+    for t in range(nb):
+        a0, a1, a2, a3, a4, a5 = d0[t], d1[t], d2[t], d3[t], d4[t], d5[t]
+        v0[t] = a0 - np.float32(5.0) * a2 + np.float32(4.0) * a4
+        v1[t] = np.float32(4.0) * (a3 + a4) - (a1 + a2)
+        v2[t] = (a1 - a2) + np.float32(4.0) * (a4 - a3)
+        v3[t] = (a1 - a3) + np.float32(2.0) * (a2 - a4)
+        v4[t] = (a3 - a1) + np.float32(2.0) * (a2 - a4)
+        v5[t] = a1 - np.float32(5.0) * a3 + np.float32(4.0) * a5
 
 
 @njit(inline="always")
-def _input_tf2(dbuf, ubuf, v, c, toff, nt):
-    """F(2,3) B^T d B for nt tiles (see :func:`_input_tf4`)."""
-    for j in range(2):
-        d0, d1, d2, d3 = dbuf[0, j], dbuf[1, j], dbuf[2, j], dbuf[3, j]
-        u0, u1, u2, u3 = ubuf[0, j], ubuf[1, j], ubuf[2, j], ubuf[3, j]
-        for t in range(nt + 1):
-            a0, a1, a2, a3 = d0[t], d1[t], d2[t], d3[t]
-            u0[t] = a0 - a2
-            u1[t] = a1 + a2
-            u2[t] = a2 - a1
-            u3[t] = a3 - a1
-    for r in range(4):
-        e0 = ubuf[r, 0, 0:nt]
-        e1 = ubuf[r, 1, 0:nt]
-        e2 = ubuf[r, 0, 1:nt + 1]
-        e3 = ubuf[r, 1, 1:nt + 1]
-        v0 = v[r * 4 + 0, c, toff:toff + nt]
-        v1 = v[r * 4 + 1, c, toff:toff + nt]
-        v2 = v[r * 4 + 2, c, toff:toff + nt]
-        v3 = v[r * 4 + 3, c, toff:toff + nt]
-        for t in range(nt):
-            a0, a1, a2, a3 = e0[t], e1[t], e2[t], e3[t]
-            v0[t] = a0 - a2
-            v1[t] = a1 + a2
-            v2[t] = a2 - a1
-            v3[t] = a3 - a1
+def _bt2(d0, d1, d2, d3, v0, v1, v2, v3, nb):
+    """v = B^T d of F(2,3) for nb tiles."""
+    for t in range(nb):
+        a0, a1, a2, a3 = d0[t], d1[t], d2[t], d3[t]
+        v0[t] = a0 - a2
+        v1[t] = a1 + a2
+        v2[t] = a2 - a1
+        v3[t] = a3 - a1
 
 
 @njit(inline="always")
-def _output_tf4(mm, o, toff, nt, zbuf, row):
-    """F(4,3) A^T M A for output channel o of nt tiles; row[i, t*4 + j] = Y[i, j] of tile t."""
-    for r in range(6):
-        m0 = mm[r * 6 + 0, o, toff:toff + nt]
-        m1 = mm[r * 6 + 1, o, toff:toff + nt]
-        m2 = mm[r * 6 + 2, o, toff:toff + nt]
-        m3 = mm[r * 6 + 3, o, toff:toff + nt]
-        m4 = mm[r * 6 + 4, o, toff:toff + nt]
-        m5 = mm[r * 6 + 5, o, toff:toff + nt]
-        z0, z1, z2, z3 = zbuf[r, 0], zbuf[r, 1], zbuf[r, 2], zbuf[r, 3]
-        for t in range(nt):
-            s12 = m1[t] + m2[t]
-            d12 = m1[t] - m2[t]
-            s34 = m3[t] + m4[t]
-            d34 = m3[t] - m4[t]
-            z0[t] = m0[t] + s12 + np.float32(8.0) * s34
-            z1[t] = d12 + np.float32(4.0) * d34
-            z2[t] = s12 + np.float32(2.0) * s34
-            z3[t] = d12 + d34 + m5[t]
-    for j in range(4):
-        w0, w1, w2, w3, w4, w5 = zbuf[0, j], zbuf[1, j], zbuf[2, j], zbuf[3, j], zbuf[4, j], zbuf[5, j]
-        y0, y1, y2, y3 = zbuf[6, j], zbuf[7, j], zbuf[8, j], zbuf[9, j]
-        for t in range(nt):
-            s12 = w1[t] + w2[t]
-            d12 = w1[t] - w2[t]
-            s34 = w3[t] + w4[t]
-            d34 = w3[t] - w4[t]
-            y0[t] = w0[t] + s12 + np.float32(8.0) * s34
-            y1[t] = d12 + np.float32(4.0) * d34
-            y2[t] = s12 + np.float32(2.0) * s34
-            y3[t] = d12 + d34 + w5[t]
-    for i in range(4):
-        q0, q1, q2, q3 = zbuf[6 + i, 0], zbuf[6 + i, 1], zbuf[6 + i, 2], zbuf[6 + i, 3]
-        ri = row[i]
-        for t in range(nt):
-            ri[4 * t] = q0[t]
-            ri[4 * t + 1] = q1[t]
-            ri[4 * t + 2] = q2[t]
-            ri[4 * t + 3] = q3[t]
+def _input_tf(dbuf, hbuf, v, c, m, nb):
+    """v[r*a + k, c, :nb] = (B^T d B)[r, k] per tile: horizontal pass over each input row of
+    the tiles (dbuf [a, a, nb] -> hbuf), then vertical pass into v."""
+    a = m + 2
+    if m == 4:
+        for i in range(6):
+            di = dbuf[i]
+            hi = hbuf[i]
+            _bt4(di[0], di[1], di[2], di[3], di[4], di[5],
+                 hi[0], hi[1], hi[2], hi[3], hi[4], hi[5], nb)
+        for k in range(6):
+            _bt4(hbuf[0, k], hbuf[1, k], hbuf[2, k], hbuf[3, k], hbuf[4, k], hbuf[5, k],
+                 v[k, c], v[a + k, c], v[2 * a + k, c], v[3 * a + k, c], v[4 * a + k, c],
+                 v[5 * a + k, c], nb)
+    else:
+        for i in range(4):
+            di = dbuf[i]
+            hi = hbuf[i]
+            _bt2(di[0], di[1], di[2], di[3], hi[0], hi[1], hi[2], hi[3], nb)
+        for k in range(4):
+            _bt2(hbuf[0, k], hbuf[1, k], hbuf[2, k], hbuf[3, k],
+                 v[k, c], v[a + k, c], v[2 * a + k, c], v[3 * a + k, c], nb)
 
 
 @njit(inline="always")
-def _output_tf2(mm, o, toff, nt, zbuf, row):
-    """F(2,3) A^T M A for output channel o of nt tiles (see :func:`_output_tf4`)."""
-    for r in range(4):
-        m0 = mm[r * 4 + 0, o, toff:toff + nt]
-        m1 = mm[r * 4 + 1, o, toff:toff + nt]
-        m2 = mm[r * 4 + 2, o, toff:toff + nt]
-        m3 = mm[r * 4 + 3, o, toff:toff + nt]
-        z0, z1 = zbuf[r, 0], zbuf[r, 1]
-        for t in range(nt):
-            z0[t] = m0[t] + m1[t] + m2[t]
-            z1[t] = m1[t] - m2[t] + m3[t]
-    for j in range(2):
-        w0, w1, w2, w3 = zbuf[0, j], zbuf[1, j], zbuf[2, j], zbuf[3, j]
-        r0 = row[0]
-        r1 = row[1]
-        for t in range(nt):
-            r0[2 * t + j] = w0[t] + w1[t] + w2[t]
-            r1[2 * t + j] = w1[t] - w2[t] + w3[t]
+def _at4(m0, m1, m2, m3, m4, m5, y0, y1, y2, y3, nb):
+    """y = A^T m of F(4,3) for nb tiles."""
+    for t in range(nb):
+        s12 = m1[t] + m2[t]
+        d12 = m1[t] - m2[t]
+        s34 = m3[t] + m4[t]
+        d34 = m3[t] - m4[t]
+        y0[t] = m0[t] + s12 + np.float32(8.0) * s34
+        y1[t] = d12 + np.float32(4.0) * d34
+        y2[t] = s12 + np.float32(2.0) * s34
+        y3[t] = d12 + d34 + m5[t]
+
+
+@njit(inline="always")
+def _at2(m0, m1, m2, m3, y0, y1, nb):
+    """y = A^T m of F(2,3) for nb tiles."""
+    for t in range(nb):
+        y0[t] = m0[t] + m1[t] + m2[t]
+        y1[t] = m1[t] - m2[t] + m3[t]
+
+
+@njit(inline="always")
+def _output_tf(mm, o, m, nb, zbuf, ybuf):
+    """ybuf[i, j, :nb] = (A^T M A)[i, j] per tile for output channel o (mm [a*a, Ob, nb]):
+    horizontal pass per row r of M into zbuf [a, m, nb], then vertical pass."""
+    a = m + 2
+    if m == 4:
+        for r in range(6):
+            zr = zbuf[r]
+            _at4(mm[r * a, o], mm[r * a + 1, o], mm[r * a + 2, o], mm[r * a + 3, o],
+                 mm[r * a + 4, o], mm[r * a + 5, o], zr[0], zr[1], zr[2], zr[3], nb)
+        for j in range(4):
+            _at4(zbuf[0, j], zbuf[1, j], zbuf[2, j], zbuf[3, j], zbuf[4, j], zbuf[5, j],
+                 ybuf[0, j], ybuf[1, j], ybuf[2, j], ybuf[3, j], nb)
+    else:
+        for r in range(4):
+            zr = zbuf[r]
+            _at2(mm[r * a, o], mm[r * a + 1, o], mm[r * a + 2, o], mm[r * a + 3, o],
+                 zr[0], zr[1], nb)
+        for j in range(2):
+            _at2(zbuf[0, j], zbuf[1, j], zbuf[2, j], zbuf[3, j], ybuf[0, j], ybuf[1, j], nb)
+
+
+@njit(inline="always")
+def _scatter(ybuf, out, n, o, b, act, m, t0, t1, TW, OH, OW, row):
+    """Output rows of the tiles t0..t1 of channel o: interleave ybuf[i, j, t] into a row
+    buffer (row[t*m + j]), then bias + activation + narrowing into out[n, o, oy, ...]."""
+    for ty in range(t0 // TW, (t1 - 1) // TW + 1):
+        ca = max(t0, ty * TW) - ty * TW
+        nt = min(t1, (ty + 1) * TW) - ty * TW - ca
+        toff = ty * TW + ca - t0
+        w = min(nt * m, OW - ca * m)
+        for i in range(m):
+            oy = ty * m + i
+            if oy >= OH:
+                break
+            yi = ybuf[i]
+            if m == 4:
+                q0 = yi[0, toff:toff + nt]
+                q1 = yi[1, toff:toff + nt]
+                q2 = yi[2, toff:toff + nt]
+                q3 = yi[3, toff:toff + nt]
+                for t in range(nt):
+                    row[4 * t] = q0[t]
+                    row[4 * t + 1] = q1[t]
+                    row[4 * t + 2] = q2[t]
+                    row[4 * t + 3] = q3[t]
+            else:
+                q0 = yi[0, toff:toff + nt]
+                q1 = yi[1, toff:toff + nt]
+                for t in range(nt):
+                    row[2 * t] = q0[t]
+                    row[2 * t + 1] = q1[t]
+            _store_act(out[n, o, oy], ca * m, row, 0, b, w, act)
 
 
 # ---------------------------------------------------------------- the kernel
 @njit(parallel=True, cache=True)
-def _k_wino(x, u, bias, out, m, pt, pl, T, OB, act):
+def _k_wino(x, u, bias, out, m, pt, pl, T, OB, act, ws):
     """One launch per convolution; see the module docstring. x [N, C, H, W] and out
-    [N, O, OH, OW] in float32 or fp16-bits storage; u [a*a, O, C] float32."""
+    [N, O, OH, OW] in float32 or fp16-bits storage; u [a*a, O, C] float32; ws float32
+    [chunks, _ws_size(...)]: one scratch row per chunk of consecutive tasks (one chunk per
+    thread, allocated once by the caller: fresh multi-MB buffers per call cost page faults).
+    Tasks of a chunk sharing a tile block (output-channel blocks of it) reuse its V."""
     N, C, H, W = x.shape
     O, OH, OW = out.shape[1], out.shape[2], out.shape[3]
     a = m + 2
     P = a * a
-    TH = (OH + m - 1) // m
     TW = (OW + m - 1) // m
-    ntile = TH * TW
+    ntile = ((OH + m - 1) // m) * TW
     ntb = (ntile + T - 1) // T
     nob = (O + OB - 1) // OB
-    seg = min(T, TW)
-    for task in prange(N * ntb * nob):
-        ob = task % nob
-        rest = task // nob
-        tb = rest % ntb
-        n = rest // ntb
-        t0 = tb * T
-        t1 = min(ntile, t0 + T)
-        nb = t1 - t0
-        o0 = ob * OB
-        no = min(OB, O - o0)
-        # scratch is kept referenced past the sgemm calls (_keep_alive): raw pointers do not
-        # hold a reference, and Numba frees an array right after its last use
-        vbuf = np.empty(P * C * nb, np.float32)
-        mbuf = np.empty(P * no * nb, np.float32)
-        v = vbuf.reshape((P, C, nb))
-        mm = mbuf.reshape((P, no, nb))
-        dbuf = np.empty((a, m, seg + 1), np.float32)
-        ubuf = np.empty((a, m, seg + 1), np.float32)
-        zbuf = np.empty((a + m, m, seg), np.float32)
-        row = np.empty((m, seg * m), np.float32)
-        ty0 = t0 // TW
-        ty1 = (t1 - 1) // TW
-        for c in range(C):
-            for ty in range(ty0, ty1 + 1):
-                ca = max(t0, ty * TW) - ty * TW
-                cb = min(t1, (ty + 1) * TW) - ty * TW
-                toff = ty * TW + ca - t0
-                nt = cb - ca
-                _rows_in(x, n, c, ty * m - pt, H, W, ca, m, pl, nt, dbuf)
-                if m == 4:
-                    _input_tf4(dbuf, ubuf, v, c, toff, nt)
-                else:
-                    _input_tf2(dbuf, ubuf, v, c, toff, nt)
-        for p in range(P):
-            sgemm(101, 111, 111, no, nb, C, np.float32(1.0),
-                  u.ctypes.data + 4 * (p * O * C + o0 * C), C,
-                  vbuf.ctypes.data + 4 * p * C * nb, nb,
-                  np.float32(0.0), mbuf.ctypes.data + 4 * p * no * nb, nb)
-        for o in range(no):
-            b = bias[o0 + o]
-            for ty in range(ty0, ty1 + 1):
-                ca = max(t0, ty * TW) - ty * TW
-                cb = min(t1, (ty + 1) * TW) - ty * TW
-                toff = ty * TW + ca - t0
-                nt = cb - ca
-                if m == 4:
-                    _output_tf4(mm, o, toff, nt, zbuf, row)
-                else:
-                    _output_tf2(mm, o, toff, nt, zbuf, row)
-                ox0 = ca * m
-                w = min(nt * m, OW - ox0)
-                for i in range(m):
-                    oy = ty * m + i
-                    if oy < OH:
-                        _store_act(out[n, o0 + o, oy], ox0, row[i], 0, b, w, act)
-        _keep_alive(vbuf, mbuf)
+    ntask = N * ntb * nob
+    nchunk = ws.shape[0]
+    for ch in prange(nchunk):
+        w = ws[ch]
+        last = -1
+        for task in range(ch * ntask // nchunk, (ch + 1) * ntask // nchunk):
+            ob = task % nob
+            blk = task // nob               # = n * ntb + tile block
+            tb = blk % ntb
+            n = blk // ntb
+            t0 = tb * T
+            t1 = min(ntile, t0 + T)
+            nb = t1 - t0
+            o0 = ob * OB
+            no = min(OB, O - o0)
+            vbuf = w[0:P * C * nb]
+            mbuf = w[P * C * T:P * C * T + P * no * nb]
+            off = P * (C + OB) * T
+            v = vbuf.reshape((P, C, nb))
+            mm = mbuf.reshape((P, no, nb))
+            dbuf = w[off:off + P * nb].reshape((a, a, nb))
+            hbuf = w[off + P * T:off + P * T + P * nb].reshape((a, a, nb))
+            ybuf = w[off + 2 * P * T:off + 2 * P * T + m * m * nb].reshape((m, m, nb))
+            row = w[off + 2 * P * T + m * m * T:off + 2 * P * T + m * m * T + min(nb, TW) * m + 2]
+            if blk != last:
+                for c in range(C):
+                    _gather(x, n, c, H, W, m, pt, pl, t0, t1, TW, dbuf, row)
+                    _input_tf(dbuf, hbuf, v, c, m, nb)
+                last = blk
+            for p in range(P):
+                sgemm(101, 111, 111, no, nb, C, np.float32(1.0),
+                      u.ctypes.data + 4 * (p * O * C + o0 * C), C,
+                      vbuf.ctypes.data + 4 * p * C * nb, nb,
+                      np.float32(0.0), mbuf.ctypes.data + 4 * p * no * nb, nb)
+            for o in range(no):
+                _output_tf(mm, o, m, nb, hbuf, ybuf)
+                _scatter(ybuf, out, n, o0 + o, bias[o0 + o], act, m, t0, t1, TW, OH, OW, row)
+        _keep_alive(w, ws)
+
+
+def _ws_size(C: int, OB: int, T: int, TW: int, m: int) -> int:
+    """float32 scratch per chunk of :func:`_k_wino`: V, M, two [a, a, T], Y, one row."""
+    P = (m + 2) ** 2
+    return P * (C + OB) * T + 2 * P * T + m * m * T + min(T, TW) * m + 2
+
+
+_WS = threading.local()
+
+
+def _workspace(rows: int, size: int) -> np.ndarray:
+    """A float32 [rows, size] scratch array, reused by later calls of this thread (grown when
+    too small)."""
+    buf = getattr(_WS, "buf", None)
+    if buf is None or buf.size < rows * size:
+        buf = np.empty(rows * size, np.float32)
+        _WS.buf = buf
+    return buf[:rows * size].reshape(rows, size)
 
 
 def _blocks(N: int, C: int, O: int, ntile: int, m: int, threads: int) -> Tuple[int, int]:
@@ -441,9 +471,12 @@ def winograd_conv3x3(x: np.ndarray, wt: WinogradWeights, bias: Optional[np.ndarr
     m = wt.m
     ntile = -(-OH // m) * -(-OW // m)
     T, OB = blocks if blocks else _blocks(N, C, O, ntile, m, get_num_threads())
+    T, OB = int(min(T, ntile)), int(min(OB, O))
+    nchunk = max(1, min(get_num_threads(), N * -(-ntile // T) * -(-O // OB)))
+    ws = _workspace(nchunk, _ws_size(C, OB, T, -(-OW // m), m))
     with single_threaded_blas():
         _k_wino(storage_view(np.ascontiguousarray(x)), wt.u, b, storage_view(out), m,
-                pads[0], pads[2], int(T), int(OB), code)
+                pads[0], pads[2], T, OB, code, ws)
     return out
 
 
