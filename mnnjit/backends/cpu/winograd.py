@@ -43,8 +43,8 @@ __all__ = ["WinogradWeights", "transform_matrices", "winograd_weights", "winogra
 #: finite interpolation points per output tile size (the last point is infinity)
 POINTS = {2: (0, 1, -1), 4: (0, 1, -1, Fraction(1, 2), Fraction(-1, 2))}
 
-_L2_BYTES = 1 << 20          # per core on this machine
-_SCRATCH_BYTES = 640 * 1024  # V + M scratch budget per task (leaves room for U rows in L2)
+_SCRATCH_BYTES = 800 * 1024  # V + M budget per task (L2 is 1 MiB per core here)
+_TILES = 196                 # tiles per task to aim for (sgemm N)
 
 
 # ---------------------------------------------------------------- transform matrices
@@ -399,22 +399,23 @@ def _workspace(rows: int, size: int) -> np.ndarray:
 
 
 def _blocks(N: int, C: int, O: int, ntile: int, m: int, threads: int) -> Tuple[int, int]:
-    """(tiles per block T, output channels per block OB): V [a*a, C, T] + M [a*a, OB, T] within
-    the per-task scratch budget, at least ``threads`` tasks (2 per thread when tiles allow)."""
-    a2 = (m + 2) ** 2
-    OB = O
-    T = max(1, _SCRATCH_BYTES // (4 * a2 * (C + OB)))
-    if T < 16 and O > 64:           # wide layers: split output channels rather than starve sgemm
-        OB = max(32, O // 2)
-        T = max(1, _SCRATCH_BYTES // (4 * a2 * (C + OB)))
-    T = min(T, ntile)
-    want = 2 * threads if threads > 1 else 1
+    """(tiles per task T, output channels per task OB), from benchmarks/winograd.py sweeps
+    (docs/notes/winograd.md): sgemm wants many tiles (~100-200: skinny GEMMs run at 10-35
+    GFLOP/s instead of ~70), V + M scratch should stay near L2 (OB shrinks first), and every
+    thread gets the same number of tasks (tiles split first when there are enough of them,
+    else output channels; a chunk of tasks on one tile block transforms its input once)."""
+    P = (m + 2) ** 2
+    T = -(-ntile // -(-ntile // _TILES))
+    if N * -(-ntile // T) < threads and ntile >= 64:
+        T = -(-ntile // -(-threads // N))
     ntb = -(-ntile // T)
-    if N * ntb < want and ntile > 1:
-        T = -(-ntile // max(1, min(ntile, -(-want // N))))
-        ntb = -(-ntile // T)
-    if N * ntb < threads and O >= 2 * 16:
-        OB = -(-O // -(-threads // (N * ntb)))
+    OB = O
+    while OB > 64 and 4 * P * (C + OB) * T > _SCRATCH_BYTES:
+        OB = -(-OB // 2)
+    nob = -(-O // OB)
+    while (N * ntb * nob) % threads and N * ntb * nob < 4 * threads and nob < O:
+        nob += 1
+    OB = -(-O // nob)
     return T, OB
 
 
@@ -484,6 +485,9 @@ def choose(C: int, O: int, H: int, W: int, threads: int) -> int:
     """Fastest method for a 3x3 stride-1 convolution of ``C -> O`` channels on an ``H x W``
     output at ``threads`` threads: 4 (F(4,3)), 2 (F(2,3)) or 0 (im2col + sgemm,
     :func:`fp16_kernels.conv2d`). Rules from benchmarks/winograd.py (docs/notes/winograd.md)."""
+    if min(C, O, H, W, threads) < 1:
+        raise ValueError(f"choose: sizes and threads must be positive, got C={C} O={O} "
+                         f"H={H} W={W} threads={threads}")
     if min(H, W) < 4 or C < 8 or O < 8:
         return 0
     return 4
