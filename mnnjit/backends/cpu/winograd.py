@@ -482,12 +482,20 @@ def winograd_conv3x3(x: np.ndarray, wt: WinogradWeights, bias: Optional[np.ndarr
 
 
 def choose(C: int, O: int, H: int, W: int, threads: int) -> int:
-    """Fastest method for a 3x3 stride-1 convolution of ``C -> O`` channels on an ``H x W``
-    output at ``threads`` threads: 4 (F(4,3)), 2 (F(2,3)) or 0 (im2col + sgemm,
-    :func:`fp16_kernels.conv2d`). Rules from benchmarks/winograd.py (docs/notes/winograd.md)."""
+    """Fastest method for a 3x3 stride-1 convolution of ``C -> O`` channels with an ``H x W``
+    *output* at ``threads`` threads: 4 (F(4,3)), 2 (F(2,3)) or 0 (im2col + sgemm,
+    :func:`fp16_kernels.conv2d`). From benchmarks/winograd.py (docs/notes/winograd.md):
+
+    * sgemm needs many tiles per position: F(4,3) wins from ~20 tiles of 4x4 per image
+      (outputs >= ~17x17: ResNet-18's 56, 28, odd 19); below that F(2,3)'s 4x more tiles
+      win (14x14, 7x7, 10x10, ... down to 2x2), the thread count did not change the order;
+    * one input channel: the GEMMs are rank-1 updates, im2col (K = 9) is as fast and simpler.
+    """
     if min(C, O, H, W, threads) < 1:
         raise ValueError(f"choose: sizes and threads must be positive, got C={C} O={O} "
                          f"H={H} W={W} threads={threads}")
-    if min(H, W) < 4 or C < 8 or O < 8:
+    if C == 1:
         return 0
-    return 4
+    if -(-H // 4) * -(-W // 4) >= 20:
+        return 4
+    return 2
