@@ -1,0 +1,501 @@
+"""Winograd F(2x2,3x3) and F(4x4,3x3) convolution (3x3, stride 1, dilation 1, group 1), NCHW.
+
+``Y = A^T [(G g G^T) (.) (B^T d B)] A`` per output tile of ``m x m`` pixels (input tile
+``a x a``, ``a = m + 2``). The matrices come from Toom-Cook interpolation (see
+:func:`transform_matrices`): F(2,3) at the points 0, 1, -1, inf; F(4,3) at 0, 1, -1, 1/2, -1/2,
+inf (rows/columns rescaled to small integers in ``B^T`` and ``A^T``; the fractions live in
+``G``, applied once to the weights). With 1/2 instead of 2 the float32 error measured ~30%
+lower (simulated: max relative error 7.7e-6 vs 1.1e-5 over 64 channels).
+
+Weights are transformed once (:func:`winograd_weights`) into ``U [a*a, O, C]``. One parallel
+Numba launch per convolution (:func:`winograd_conv3x3`): tasks = (image, block of output tiles,
+block of output channels); each task
+
+1. transforms its tiles of every input channel into a scratch ``V [a*a, C, tiles]`` (float32;
+   fp16 storage widened on the fly): padded input rows are copied de-interleaved by tile phase,
+   so both transform passes are straight loops over tiles that LLVM vectorises,
+2. runs one single-threaded OpenBLAS sgemm per position: ``M[p] = U[p] (Ob x C) @ V[p]``,
+3. transforms ``M`` back and writes bias + activation straight into the output rows
+   (narrowing to the output storage, via :func:`fp16_kernels._store_act`).
+
+Activation codes as in :mod:`.fp16_kernels` (``""``, ``"relu"``, ``"relu6"``, ...). :func:`choose`
+picks F(4,3), F(2,3) or im2col from measurements (docs/notes/winograd.md).
+
+This module imports numba: import it lazily.
+"""
+from __future__ import annotations
+
+import math
+import threading
+from fractions import Fraction
+from typing import List, Optional, Sequence, Tuple
+
+import numpy as np
+from numba import get_num_threads, njit, prange
+
+from ._blas import sgemm, single_threaded_blas
+from .fp16 import load
+from .fp16_kernels import _act_code, _keep_alive, _store_act, _writable, storage_view
+
+__all__ = ["WinogradWeights", "transform_matrices", "winograd_weights", "winograd_conv3x3",
+           "choose", "POINTS"]
+
+#: finite interpolation points per output tile size (the last point is infinity)
+POINTS = {2: (0, 1, -1), 4: (0, 1, -1, Fraction(1, 2), Fraction(-1, 2))}
+
+_SCRATCH_BYTES = 800 * 1024  # V + M budget per task (L2 is 1 MiB per core here)
+_TILES = 196                 # tiles per task to aim for (sgemm N)
+
+
+# ---------------------------------------------------------------- transform matrices
+def _inverse(a: List[List[Fraction]]) -> List[List[Fraction]]:
+    """Exact inverse (Gauss-Jordan over fractions) of a small square matrix."""
+    n = len(a)
+    rows = [list(r) + [Fraction(int(i == j)) for j in range(n)] for i, r in enumerate(a)]
+    for c in range(n):
+        piv = next(i for i in range(c, n) if rows[i][c] != 0)
+        rows[c], rows[piv] = rows[piv], rows[c]
+        pv = rows[c][c]
+        rows[c] = [v / pv for v in rows[c]]
+        for i in range(n):
+            if i != c and rows[i][c] != 0:
+                f = rows[i][c]
+                rows[i] = [u - f * v for u, v in zip(rows[i], rows[c])]
+    return [r[n:] for r in rows]
+
+
+def _primitive_scale(vec: Sequence[Fraction]) -> Fraction:
+    """The factor turning ``vec`` into coprime integers (positive)."""
+    den = 1
+    num = 0
+    for v in vec:
+        den = den * v.denominator // math.gcd(den, v.denominator)
+    for v in vec:
+        num = math.gcd(num, abs(int(v * den)))
+    return Fraction(den, num or 1)
+
+
+def transform_matrices(m: int) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(A^T [m, a], G [a, 3], B^T [a, a])`` (float64, exact small fractions) of F(m, 3).
+
+    Toom-Cook: linear convolution ``s = g * h`` (``h`` of length ``m``) is
+    ``V^-1 [(P_g g) (.) (P_h h)]`` with ``V``, ``P_g``, ``P_h`` Vandermonde evaluations at the
+    points (and infinity: the leading coefficient); correlation is its transpose, so
+    ``A^T = P_h^T``, ``G = P_g``, ``B^T = V^-T``. Rows of ``B^T`` and columns of ``A^T`` are
+    scaled to coprime integers, the inverse scale going into ``G``."""
+    if m not in POINTS:
+        raise ValueError(f"winograd: output tile m must be one of {sorted(POINTS)}, got {m!r}")
+    r = 3
+    a = m + r - 1
+    pts = [Fraction(p) for p in POINTS[m]]
+
+    def evals(n: int) -> List[List[Fraction]]:
+        return [[p ** i for i in range(n)] for p in pts] + [[Fraction(0)] * (n - 1) + [Fraction(1)]]
+
+    vinv = _inverse(evals(a))
+    bt = [[vinv[j][i] for j in range(a)] for i in range(a)]
+    ph = evals(m)
+    at = [[ph[j][i] for j in range(a)] for i in range(m)]
+    g = evals(r)
+    for i in range(a):
+        s = _primitive_scale(bt[i])
+        bt[i] = [v * s for v in bt[i]]
+        g[i] = [v / s for v in g[i]]
+        s = _primitive_scale([at[k][i] for k in range(m)])
+        for k in range(m):
+            at[k][i] *= s
+        g[i] = [v / s for v in g[i]]
+    f = lambda mat: np.array([[float(v) for v in row] for row in mat], np.float64)  # noqa: E731
+    return f(at), f(g), f(bt)
+
+
+class WinogradWeights:
+    """Weights of a 3x3 convolution transformed for F(m, 3): ``u`` float32 ``[a*a, O, C]``."""
+
+    def __init__(self, u: np.ndarray, m: int, out_channels: int, in_channels: int) -> None:
+        self.u = u
+        self.m = m
+        self.out_channels = out_channels
+        self.in_channels = in_channels
+
+    def __repr__(self) -> str:
+        return (f"WinogradWeights(F({self.m}x{self.m},3x3), O={self.out_channels}, "
+                f"C={self.in_channels})")
+
+
+def winograd_weights(w: np.ndarray, m: int) -> WinogradWeights:
+    """Transform float32 weights ``[O, C, 3, 3]`` once (``G w G^T``, in float64 then rounded)
+    into the ``[a*a, O, C]`` layout whose per-position ``O x C`` slices are the GEMM's A."""
+    w = np.asarray(w)
+    if w.ndim != 4 or w.shape[2:] != (3, 3):
+        raise ValueError(f"winograd_weights: weight must be [O, C, 3, 3], got shape {w.shape}")
+    if w.shape[0] < 1 or w.shape[1] < 1:
+        raise ValueError(f"winograd_weights: empty weight {w.shape}")
+    _, g, _ = transform_matrices(m)
+    a = m + 2
+    u = np.einsum("ry,ocyx,kx->rkoc", g, w.astype(np.float64), g)
+    u = np.ascontiguousarray(u.reshape(a * a, w.shape[0], w.shape[1]), np.float32)
+    return WinogradWeights(u, m, w.shape[0], w.shape[1])
+
+
+# ---------------------------------------------------------------- explicit transforms
+@njit(inline="always")
+def _gather(x, n, c, H, W, m, pt, pl, t0, t1, TW, dbuf, prow):
+    """dbuf[r, s, t - t0] = x[n, c, ty*m - pt + r, tx*m - pl + s] (0 outside the image) for
+    the tiles t0 <= t < t1 (t = ty*TW + tx), r, s < m + 2. Per tile-row segment and input
+    row: one contiguous widening copy into a zero-bordered float32 row ``prow``, then one loop
+    over tiles reading its m + 2 columns (constant offsets: no index checks in the loop)."""
+    a = m + 2
+    for ty in range(t0 // TW, (t1 - 1) // TW + 1):
+        ca = max(t0, ty * TW) - ty * TW
+        nt = min(t1, (ty + 1) * TW) - ty * TW - ca
+        toff = ty * TW + ca - t0
+        x0 = ca * m - pl                  # image column of prow[0]
+        nq = nt * m + 2
+        qlo = min(max(0, -x0), nq)
+        qhi = max(min(nq, W - x0), qlo)
+        for r in range(a):
+            iy = ty * m - pt + r
+            if iy < 0 or iy >= H:
+                for s in range(a):
+                    d = dbuf[r, s, toff:toff + nt]
+                    for t in range(nt):
+                        d[t] = np.float32(0.0)
+                continue
+            for q in range(qlo):
+                prow[q] = np.float32(0.0)
+            xs = x[n, c, iy, x0 + qlo:x0 + qhi]
+            pm = prow[qlo:qhi]
+            for q in range(qhi - qlo):
+                pm[q] = load(xs, q)
+            for q in range(qhi, nq):
+                prow[q] = np.float32(0.0)
+            dr = dbuf[r]
+            if m == 4:
+                d0 = dr[0, toff:toff + nt]
+                d1 = dr[1, toff:toff + nt]
+                d2 = dr[2, toff:toff + nt]
+                d3 = dr[3, toff:toff + nt]
+                d4 = dr[4, toff:toff + nt]
+                d5 = dr[5, toff:toff + nt]
+                for t in range(nt):
+                    d0[t] = prow[4 * t]
+                    d1[t] = prow[4 * t + 1]
+                    d2[t] = prow[4 * t + 2]
+                    d3[t] = prow[4 * t + 3]
+                    d4[t] = prow[4 * t + 4]
+                    d5[t] = prow[4 * t + 5]
+            else:
+                d0 = dr[0, toff:toff + nt]
+                d1 = dr[1, toff:toff + nt]
+                d2 = dr[2, toff:toff + nt]
+                d3 = dr[3, toff:toff + nt]
+                for t in range(nt):
+                    d0[t] = prow[2 * t]
+                    d1[t] = prow[2 * t + 1]
+                    d2[t] = prow[2 * t + 2]
+                    d3[t] = prow[2 * t + 3]
+
+
+@njit(inline="always")
+def _bt4(d0, d1, d2, d3, d4, d5, v0, v1, v2, v3, v4, v5, nb):
+    """v = B^T d of F(4,3) for nb tiles (one straight loop over tiles)."""
+    for t in range(nb):
+        a0, a1, a2, a3, a4, a5 = d0[t], d1[t], d2[t], d3[t], d4[t], d5[t]
+        v0[t] = a0 - np.float32(5.0) * a2 + np.float32(4.0) * a4
+        v1[t] = np.float32(4.0) * (a3 + a4) - (a1 + a2)
+        v2[t] = (a1 - a2) + np.float32(4.0) * (a4 - a3)
+        v3[t] = (a1 - a3) + np.float32(2.0) * (a2 - a4)
+        v4[t] = (a3 - a1) + np.float32(2.0) * (a2 - a4)
+        v5[t] = a1 - np.float32(5.0) * a3 + np.float32(4.0) * a5
+
+
+@njit(inline="always")
+def _bt2(d0, d1, d2, d3, v0, v1, v2, v3, nb):
+    """v = B^T d of F(2,3) for nb tiles."""
+    for t in range(nb):
+        a0, a1, a2, a3 = d0[t], d1[t], d2[t], d3[t]
+        v0[t] = a0 - a2
+        v1[t] = a1 + a2
+        v2[t] = a2 - a1
+        v3[t] = a3 - a1
+
+
+@njit(inline="always")
+def _input_tf(dbuf, hbuf, v, c, m, nb):
+    """v[r*a + k, c, :nb] = (B^T d B)[r, k] per tile: horizontal pass over each input row of
+    the tiles (dbuf [a, a, nb] -> hbuf), then vertical pass into v."""
+    a = m + 2
+    if m == 4:
+        for i in range(6):
+            di = dbuf[i]
+            hi = hbuf[i]
+            _bt4(di[0], di[1], di[2], di[3], di[4], di[5],
+                 hi[0], hi[1], hi[2], hi[3], hi[4], hi[5], nb)
+        for k in range(6):
+            _bt4(hbuf[0, k], hbuf[1, k], hbuf[2, k], hbuf[3, k], hbuf[4, k], hbuf[5, k],
+                 v[k, c], v[a + k, c], v[2 * a + k, c], v[3 * a + k, c], v[4 * a + k, c],
+                 v[5 * a + k, c], nb)
+    else:
+        for i in range(4):
+            di = dbuf[i]
+            hi = hbuf[i]
+            _bt2(di[0], di[1], di[2], di[3], hi[0], hi[1], hi[2], hi[3], nb)
+        for k in range(4):
+            _bt2(hbuf[0, k], hbuf[1, k], hbuf[2, k], hbuf[3, k],
+                 v[k, c], v[a + k, c], v[2 * a + k, c], v[3 * a + k, c], nb)
+
+
+@njit(inline="always")
+def _at4(m0, m1, m2, m3, m4, m5, y0, y1, y2, y3, nb):
+    """y = A^T m of F(4,3) for nb tiles."""
+    for t in range(nb):
+        s12 = m1[t] + m2[t]
+        d12 = m1[t] - m2[t]
+        s34 = m3[t] + m4[t]
+        d34 = m3[t] - m4[t]
+        y0[t] = m0[t] + s12 + np.float32(8.0) * s34
+        y1[t] = d12 + np.float32(4.0) * d34
+        y2[t] = s12 + np.float32(2.0) * s34
+        y3[t] = d12 + d34 + m5[t]
+
+
+@njit(inline="always")
+def _at2(m0, m1, m2, m3, y0, y1, nb):
+    """y = A^T m of F(2,3) for nb tiles."""
+    for t in range(nb):
+        y0[t] = m0[t] + m1[t] + m2[t]
+        y1[t] = m1[t] - m2[t] + m3[t]
+
+
+@njit(inline="always")
+def _output_tf(mm, o, m, nb, zbuf, ybuf):
+    """ybuf[i, j, :nb] = (A^T M A)[i, j] per tile for output channel o (mm [a*a, Ob, nb]):
+    horizontal pass per row r of M into zbuf [a, m, nb], then vertical pass."""
+    a = m + 2
+    if m == 4:
+        for r in range(6):
+            zr = zbuf[r]
+            _at4(mm[r * a, o], mm[r * a + 1, o], mm[r * a + 2, o], mm[r * a + 3, o],
+                 mm[r * a + 4, o], mm[r * a + 5, o], zr[0], zr[1], zr[2], zr[3], nb)
+        for j in range(4):
+            _at4(zbuf[0, j], zbuf[1, j], zbuf[2, j], zbuf[3, j], zbuf[4, j], zbuf[5, j],
+                 ybuf[0, j], ybuf[1, j], ybuf[2, j], ybuf[3, j], nb)
+    else:
+        for r in range(4):
+            zr = zbuf[r]
+            _at2(mm[r * a, o], mm[r * a + 1, o], mm[r * a + 2, o], mm[r * a + 3, o],
+                 zr[0], zr[1], nb)
+        for j in range(2):
+            _at2(zbuf[0, j], zbuf[1, j], zbuf[2, j], zbuf[3, j], ybuf[0, j], ybuf[1, j], nb)
+
+
+@njit(inline="always")
+def _scatter(ybuf, out, n, o, b, act, m, t0, t1, TW, OH, OW, row):
+    """Output rows of the tiles t0..t1 of channel o: interleave ybuf[i, j, t] into a row
+    buffer (row[t*m + j]), then bias + activation + narrowing into out[n, o, oy, ...]."""
+    for ty in range(t0 // TW, (t1 - 1) // TW + 1):
+        ca = max(t0, ty * TW) - ty * TW
+        nt = min(t1, (ty + 1) * TW) - ty * TW - ca
+        toff = ty * TW + ca - t0
+        w = min(nt * m, OW - ca * m)
+        for i in range(m):
+            oy = ty * m + i
+            if oy >= OH:
+                break
+            yi = ybuf[i]
+            if m == 4:
+                q0 = yi[0, toff:toff + nt]
+                q1 = yi[1, toff:toff + nt]
+                q2 = yi[2, toff:toff + nt]
+                q3 = yi[3, toff:toff + nt]
+                for t in range(nt):
+                    row[4 * t] = q0[t]
+                    row[4 * t + 1] = q1[t]
+                    row[4 * t + 2] = q2[t]
+                    row[4 * t + 3] = q3[t]
+            else:
+                q0 = yi[0, toff:toff + nt]
+                q1 = yi[1, toff:toff + nt]
+                for t in range(nt):
+                    row[2 * t] = q0[t]
+                    row[2 * t + 1] = q1[t]
+            _store_act(out[n, o, oy], ca * m, row, 0, b, w, act)
+
+
+# ---------------------------------------------------------------- the kernel
+@njit(parallel=True, cache=True)
+def _k_wino(x, u, bias, out, m, pt, pl, T, OB, act, ws):
+    """One launch per convolution; see the module docstring. x [N, C, H, W] and out
+    [N, O, OH, OW] in float32 or fp16-bits storage; u [a*a, O, C] float32; ws float32
+    [chunks, _ws_size(...)]: one scratch row per chunk of consecutive tasks (one chunk per
+    thread, allocated once by the caller: fresh multi-MB buffers per call cost page faults).
+    Tasks of a chunk sharing a tile block (output-channel blocks of it) reuse its V."""
+    N, C, H, W = x.shape
+    O, OH, OW = out.shape[1], out.shape[2], out.shape[3]
+    a = m + 2
+    P = a * a
+    TW = (OW + m - 1) // m
+    ntile = ((OH + m - 1) // m) * TW
+    ntb = (ntile + T - 1) // T
+    nob = (O + OB - 1) // OB
+    ntask = N * ntb * nob
+    nchunk = ws.shape[0]
+    for ch in prange(nchunk):
+        w = ws[ch]
+        last = -1
+        for task in range(ch * ntask // nchunk, (ch + 1) * ntask // nchunk):
+            ob = task % nob
+            blk = task // nob               # = n * ntb + tile block
+            tb = blk % ntb
+            n = blk // ntb
+            t0 = tb * T
+            t1 = min(ntile, t0 + T)
+            nb = t1 - t0
+            o0 = ob * OB
+            no = min(OB, O - o0)
+            vbuf = w[0:P * C * nb]
+            mbuf = w[P * C * T:P * C * T + P * no * nb]
+            off = P * (C + OB) * T
+            v = vbuf.reshape((P, C, nb))
+            mm = mbuf.reshape((P, no, nb))
+            dbuf = w[off:off + P * nb].reshape((a, a, nb))
+            hbuf = w[off + P * T:off + P * T + P * nb].reshape((a, a, nb))
+            ybuf = w[off + 2 * P * T:off + 2 * P * T + m * m * nb].reshape((m, m, nb))
+            row = w[off + 2 * P * T + m * m * T:off + 2 * P * T + m * m * T + min(nb, TW) * m + 2]
+            if blk != last:
+                for c in range(C):
+                    _gather(x, n, c, H, W, m, pt, pl, t0, t1, TW, dbuf, row)
+                    _input_tf(dbuf, hbuf, v, c, m, nb)
+                last = blk
+            for p in range(P):
+                sgemm(101, 111, 111, no, nb, C, np.float32(1.0),
+                      u.ctypes.data + 4 * (p * O * C + o0 * C), C,
+                      vbuf.ctypes.data + 4 * p * C * nb, nb,
+                      np.float32(0.0), mbuf.ctypes.data + 4 * p * no * nb, nb)
+            for o in range(no):
+                _output_tf(mm, o, m, nb, hbuf, ybuf)
+                _scatter(ybuf, out, n, o0 + o, bias[o0 + o], act, m, t0, t1, TW, OH, OW, row)
+        _keep_alive(w, ws)
+
+
+def _ws_size(C: int, OB: int, T: int, TW: int, m: int) -> int:
+    """float32 scratch per chunk of :func:`_k_wino`: V, M, two [a, a, T], Y, one row."""
+    P = (m + 2) ** 2
+    return P * (C + OB) * T + 2 * P * T + m * m * T + min(T, TW) * m + 2
+
+
+_WS = threading.local()
+
+
+def _workspace(rows: int, size: int) -> np.ndarray:
+    """A float32 [rows, size] scratch array, reused by later calls of this thread (grown when
+    too small)."""
+    buf = getattr(_WS, "buf", None)
+    if buf is None or buf.size < rows * size:
+        buf = np.empty(rows * size, np.float32)
+        _WS.buf = buf
+    return buf[:rows * size].reshape(rows, size)
+
+
+def _blocks(N: int, C: int, O: int, ntile: int, m: int, threads: int) -> Tuple[int, int]:
+    """(tiles per task T, output channels per task OB), from benchmarks/winograd.py sweeps
+    (docs/notes/winograd.md): sgemm wants many tiles (~100-200: skinny GEMMs run at 10-35
+    GFLOP/s instead of ~70), V + M scratch should stay near L2 (OB shrinks first), and every
+    thread gets the same number of tasks (tiles split first when there are enough of them,
+    else output channels; a chunk of tasks on one tile block transforms its input once)."""
+    P = (m + 2) ** 2
+    T = -(-ntile // -(-ntile // _TILES))
+    if N * -(-ntile // T) < threads and ntile >= 64:
+        T = -(-ntile // -(-threads // N))
+    ntb = -(-ntile // T)
+    OB = O
+    while OB > 64 and 4 * P * (C + OB) * T > _SCRATCH_BYTES:
+        OB = -(-OB // 2)
+    nob = -(-O // OB)
+    while (N * ntb * nob) % threads and N * ntb * nob < 4 * threads and nob < O:
+        nob += 1
+    OB = -(-O // nob)
+    return T, OB
+
+
+def winograd_conv3x3(x: np.ndarray, wt: WinogradWeights, bias: Optional[np.ndarray],
+                     pads=(0, 0, 0, 0), act: str = "", out: Optional[np.ndarray] = None,
+                     stride=(1, 1), dilation=(1, 1), group: int = 1,
+                     blocks: Optional[Tuple[int, int]] = None) -> np.ndarray:
+    """3x3 convolution, stride 1, dilation 1, group 1, NCHW, by Winograd F(wt.m, 3).
+
+    ``x`` float32 or float16 ``[N, C, H, W]`` (output storage = input storage), ``wt`` from
+    :func:`winograd_weights`, ``bias`` ``[O]`` or None, ``pads`` = (top, bottom, left, right),
+    ``act`` a fused activation code; ``out`` an optional C-contiguous ``[N, O, OH, OW]`` array
+    of x's dtype to write into. ``stride``/``dilation``/``group`` exist only to be checked
+    (anything but 1 raises ValueError). ``blocks`` = (tiles per task, output channels per task)
+    overrides the automatic blocking (for benchmarks)."""
+    if not isinstance(wt, WinogradWeights):
+        raise TypeError(f"winograd_conv3x3: wt must come from winograd_weights(), got "
+                        f"{type(wt).__name__}")
+    if tuple(stride) != (1, 1) or tuple(dilation) != (1, 1) or group != 1:
+        raise ValueError(f"winograd_conv3x3: only stride 1, dilation 1, group 1 "
+                         f"(got stride {tuple(stride)}, dilation {tuple(dilation)}, group {group})")
+    if x.ndim != 4:
+        raise ValueError(f"winograd_conv3x3: input must be NCHW (4-D), got shape {x.shape}")
+    if x.dtype not in (np.float32, np.float16):
+        raise ValueError(f"winograd_conv3x3: input must be float32 or float16, got {x.dtype}")
+    N, C, H, W = x.shape
+    if C != wt.in_channels:
+        raise ValueError(f"winograd_conv3x3: input has {C} channels, weight expects "
+                         f"{wt.in_channels}")
+    pads = tuple(int(p) for p in pads)
+    if len(pads) != 4 or min(pads) < 0:
+        raise ValueError(f"winograd_conv3x3: pads must be 4 non-negative ints (t, b, l, r), "
+                         f"got {pads}")
+    O = wt.out_channels
+    OH = H + pads[0] + pads[1] - 2
+    OW = W + pads[2] + pads[3] - 2
+    if OH <= 0 or OW <= 0 or N == 0:
+        raise ValueError(f"winograd_conv3x3: 3x3 kernel larger than padded input "
+                         f"{(H + pads[0] + pads[1], W + pads[2] + pads[3])} (or empty batch)")
+    if bias is None:
+        b = np.zeros(O, np.float32)
+    else:
+        b = _writable(np.ascontiguousarray(bias, np.float32))
+        if b.shape != (O,):
+            raise ValueError(f"winograd_conv3x3: bias shape {b.shape}, expected ({O},)")
+    code = _act_code(act)
+    shape = (N, O, OH, OW)
+    if out is None:
+        out = np.empty(shape, x.dtype)
+    elif out.shape != shape or out.dtype != x.dtype or not out.flags.c_contiguous \
+            or not out.flags.writeable:
+        raise ValueError(f"winograd_conv3x3: out must be a writable C-contiguous {x.dtype} "
+                         f"array of shape {shape}")
+    m = wt.m
+    ntile = -(-OH // m) * -(-OW // m)
+    T, OB = blocks if blocks else _blocks(N, C, O, ntile, m, get_num_threads())
+    T, OB = int(min(T, ntile)), int(min(OB, O))
+    nchunk = max(1, min(get_num_threads(), N * -(-ntile // T) * -(-O // OB)))
+    ws = _workspace(nchunk, _ws_size(C, OB, T, -(-OW // m), m))
+    with single_threaded_blas():
+        _k_wino(storage_view(np.ascontiguousarray(x)), wt.u, b, storage_view(out), m,
+                pads[0], pads[2], T, OB, code, ws)
+    return out
+
+
+def choose(C: int, O: int, H: int, W: int, threads: int) -> int:
+    """Fastest method for a 3x3 stride-1 convolution of ``C -> O`` channels with an ``H x W``
+    *output* at ``threads`` threads: 4 (F(4,3)), 2 (F(2,3)) or 0 (im2col + sgemm,
+    :func:`fp16_kernels.conv2d`). From benchmarks/winograd.py (docs/notes/winograd.md):
+
+    * sgemm needs many tiles per position: F(4,3) wins from ~20 tiles of 4x4 per image
+      (outputs >= ~17x17: ResNet-18's 56, 28, odd 19); below that F(2,3)'s 4x more tiles
+      win (14x14, 7x7, 10x10, ... down to 2x2), the thread count did not change the order;
+    * one input channel: the GEMMs are rank-1 updates, im2col (K = 9) is as fast and simpler.
+    """
+    if min(C, O, H, W, threads) < 1:
+        raise ValueError(f"choose: sizes and threads must be positive, got C={C} O={O} "
+                         f"H={H} W={W} threads={threads}")
+    if C == 1:
+        return 0
+    if -(-H // 4) * -(-W // 4) >= 20:
+        return 4
+    return 2
