@@ -200,9 +200,6 @@ def plan_for_modes(program: Any, signature: tuple, precision: int = NORMAL,
     plan = program.plan(signature)
     if getattr(plan, "dynamic", False):
         return plan
-    from .compiler.config import compiling_enabled
-    if not compiling_enabled():
-        return plan
     cache = program.__dict__.setdefault("_net_plans", {})
     worth = cache.get(("worth", signature, modes))
     if worth is None:

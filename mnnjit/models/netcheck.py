@@ -1,6 +1,7 @@
 """Whether a model plan runs on the kernel-step executor (``backends/cpu/net_exec.NetPlan``).
 
-Decided from the graph alone, without importing numba: a plan qualifies when its convolutions do
+Decided from the graph alone, without importing numba (nor the compiler, for a graph without
+convolutions): a plan qualifies, unless ``MNNJIT_JIT_THRESHOLD=off``, when its convolutions do
 at least the compiler's threshold of multiply-adds (``MNNJIT_JIT_THRESHOLD``, default 512K: below
 it the numpy reference steps are faster than launching kernels), or, in fp16 / quantized-weight
 modes, when it has any convolution or a fully connected layer with constant weights (the modes
@@ -12,7 +13,6 @@ from typing import Any
 
 import numpy as np
 
-from ..compiler.config import threshold
 from ..graph import topo_order
 
 __all__ = ["runs_as_net", "conv_macs"]
@@ -37,6 +37,10 @@ def runs_as_net(plan: Any, modes: Any) -> bool:
     if getattr(plan, "dynamic", False) or not getattr(plan, "outputs", None):
         return False
     macs, fc = conv_macs(plan)
-    if modes is not None and (modes.fp16 or modes.keep_quantized):
-        return macs > 0 or fc
-    return macs >= threshold()
+    moded = modes is not None and (modes.fp16 or modes.keep_quantized)
+    if not (macs or (moded and fc)):
+        return False            # nothing for the kernel steps: the compiler is not even imported
+    from ..compiler.config import compiling_enabled, threshold
+    if not compiling_enabled():
+        return False
+    return True if moded else macs >= threshold()

@@ -1,9 +1,10 @@
-"""Max pooling, NCHW, on a -inf bordered copy of each plane (no bounds checks in the loops).
+"""Max pooling, NCHW, on an edge-replicated copy of each plane (no bounds checks in the loops).
 
-Per task a float32 plane with a -inf border (written once; each channel overwrites the
-interior) so every window tap is in bounds; an output row is the running maximum of ``kh*kw``
-shifted (strided) row slices, each a vectorisable loop. Padding never wins a max, as in MNN.
-Output rows past the input (ceil mode) only see the border and the taps inside.
+Per channel the plane is copied into a float32 buffer whose border repeats the nearest edge
+cell, so every window tap is in bounds; an output row is the running maximum of ``kh*kw``
+shifted (strided) row slices, each a vectorisable loop. Edge replication is MNN's rule: padding
+never wins a max over a window touching the input, and a window lying entirely in the padding
+(MNN's ceil mode) takes the nearest edge cell (see ``mnnjit/ops/nn_pool.py``).
 
 This module imports numba: import it lazily.
 """
@@ -27,17 +28,34 @@ def _k_maxpool(x, out, kh, kw, sh, sw, pt, pl, nchunk):
     for chunk in prange(nchunk):
         c0 = chunk * NC // nchunk
         c1 = (chunk + 1) * NC // nchunk
-        xp = np.full(HP * WP, -np.inf, np.float32)
+        xp = np.empty(HP * WP, np.float32)
         acc = np.empty(OW, np.float32)
         for nc in range(c0, c1):
             n = nc // C
             c = nc % C
             plane = x[n, c]
             for iy in range(H):
-                dst = xp[(pt + iy) * WP + pl:(pt + iy) * WP + pl + W]
+                row = xp[(pt + iy) * WP:(pt + iy + 1) * WP]
+                dst = row[pl:pl + W]
                 src = plane[iy]
                 for ix in range(W):
                     dst[ix] = load(src, ix)
+                first = dst[0]
+                last = dst[W - 1]
+                for ix in range(pl):
+                    row[ix] = first
+                for ix in range(pl + W, WP):
+                    row[ix] = last
+            top = xp[pt * WP:(pt + 1) * WP]
+            for iy in range(pt):
+                r = xp[iy * WP:(iy + 1) * WP]
+                for ix in range(WP):
+                    r[ix] = top[ix]
+            bottom = xp[(pt + H - 1) * WP:(pt + H) * WP]
+            for iy in range(pt + H, HP):
+                r = xp[iy * WP:(iy + 1) * WP]
+                for ix in range(WP):
+                    r[ix] = bottom[ix]
             orow = out[n, c]
             for oy in range(OH):
                 for ox in range(OW):
