@@ -32,20 +32,19 @@ def conv_cases(draw):
     w = draw(st.integers((kw - 1) * dil[1] + 1, 12))
     n = draw(st.integers(1, 2))
     act = draw(st.sampled_from(["", "relu", "relu6", "sigmoid", "hard_swish"]))
-    tile = draw(st.sampled_from([None, 7, 16]))
     seed = draw(st.integers(0, 2 ** 16))
-    return n, group, cg, og, (kh, kw), stride, dil, pads, h, w, act, tile, seed
+    return n, group, cg, og, (kh, kw), stride, dil, pads, h, w, act, seed
 
 
 @settings(max_examples=25, deadline=None)
 @given(conv_cases(), st.sampled_from(DTYPES))
 def test_conv2d_matches_reference(case, dtype):
-    n, group, cg, og, k, stride, dil, pads, h, w, act, tile, seed = case
+    n, group, cg, og, k, stride, dil, pads, h, w, act, seed = case
     rng = np.random.default_rng(seed)
     x = rng.standard_normal((n, group * cg, h, w)).astype(dtype)
     wt = rng.standard_normal((group * og, cg) + k).astype(np.float32)
     b = rng.standard_normal(group * og).astype(np.float32)
-    y = K.conv2d(x, wt.reshape(group * og, -1), b, k, stride, pads, dil, group, act, tile=tile)
+    y = K.conv2d(x, wt.reshape(group * og, -1), b, k, stride, pads, dil, group, act)
     ref = conv_ref(x.astype(np.float32), wt, b, stride, pads, dil, group, act)
     assert y.dtype == dtype and y.shape == ref.shape
     assert np.all(np.abs(y.astype(np.float64) - ref) <= _tol(dtype, ref))

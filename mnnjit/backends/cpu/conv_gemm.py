@@ -25,8 +25,8 @@ from numba import get_num_threads, njit, prange, types
 from numba.extending import overload
 
 from .fp16 import load, store
-from .gemm_tile import MR, NR, tile8_f16, tile8_f16w, tile8_f32, tile_f16, tile_f16w, tile_f32
-from .fp16_kernels import ACTIVATIONS, _act, _act_code
+from .gemm_tile import MR, NR, tile8_f16, tile8_f32, tile_f16, tile_f32
+from .fp16_kernels import _act, _act_code, _conv_out_hw, _keep_alive
 
 __all__ = ["PackedWeights", "conv2d_gemm", "MR", "NR"]
 
@@ -34,43 +34,31 @@ _IN_REGISTERS = (0, 1, 2)   # activation codes the micro-kernel applies itself
 
 
 def _tile(a, b, bp, ldb, cp, ldc, k, biasp, act):
-    """Typed dispatch to the micro-kernel variant for the (weights, activations) storage."""
-
-
-@overload(_tile, inline="always")
-def _tile_ov(a, b, bp, ldb, cp, ldc, k, biasp, act):
-    if b.dtype == types.uint16 and a.dtype == types.uint16:
-        return lambda a, b, bp, ldb, cp, ldc, k, biasp, act: tile_f16w(
-            a.ctypes.data, bp, ldb, cp, ldc, k, biasp, act)
-    if b.dtype == types.uint16:
-        return lambda a, b, bp, ldb, cp, ldc, k, biasp, act: tile_f16(
-            a.ctypes.data, bp, ldb, cp, ldc, k, biasp, act)
-    return lambda a, b, bp, ldb, cp, ldc, k, biasp, act: tile_f32(
-        a.ctypes.data, bp, ldb, cp, ldc, k, biasp, act)
+    """Typed dispatch to the 16-column micro-kernel for the activations' storage (``b``'s dtype;
+    ``a`` is the float32 weight panel)."""
 
 
 def _tile8(a, b, bp, ldb, cp, ldc, k, biasp, act):
     """The 8-column micro-kernel (a row's last columns), typed like :func:`_tile`."""
 
 
-@overload(_tile8, inline="always")
-def _tile8_ov(a, b, bp, ldb, cp, ldc, k, biasp, act):
-    if b.dtype == types.uint16 and a.dtype == types.uint16:
-        return lambda a, b, bp, ldb, cp, ldc, k, biasp, act: tile8_f16w(
+def _dispatch(stub, f32_kernel, f16_kernel) -> None:
+    @overload(stub, inline="always")
+    def _ov(a, b, bp, ldb, cp, ldc, k, biasp, act):
+        kern = f16_kernel if b.dtype == types.uint16 else f32_kernel
+        return lambda a, b, bp, ldb, cp, ldc, k, biasp, act: kern(
             a.ctypes.data, bp, ldb, cp, ldc, k, biasp, act)
-    if b.dtype == types.uint16:
-        return lambda a, b, bp, ldb, cp, ldc, k, biasp, act: tile8_f16(
-            a.ctypes.data, bp, ldb, cp, ldc, k, biasp, act)
-    return lambda a, b, bp, ldb, cp, ldc, k, biasp, act: tile8_f32(
-        a.ctypes.data, bp, ldb, cp, ldc, k, biasp, act)
+
+
+_dispatch(_tile, tile_f32, tile_f16)
+_dispatch(_tile8, tile8_f32, tile8_f16)
 
 
 class PackedWeights:
     """A convolution's (or fully connected layer's) ``[O, K]`` weights packed into micro-kernel
     panels: float32 or float16 values, or quantized codes dequantized per task.
 
-    ``kind``: 0 float panels (``panels`` holds them: float32 or, for float16, uint16 bits),
-    2 int8 codes, 3 packed 4-bit codes (``codes``/``scale``/``offset``/``block`` as in
+    ``kind``: 0 float32 panels (``panels``), 2 int8 codes, 3 packed 4-bit codes (``codes``/``scale``/``offset``/``block`` as in
     :class:`.quant.QuantRows`)."""
 
     def __init__(self, o: int, k: int, panels: Optional[np.ndarray] = None, quant=None) -> None:
@@ -95,8 +83,8 @@ class PackedWeights:
             self.scale, self.offset, self.block = quant.scale, quant.offset, int(quant.block)
 
     @classmethod
-    def from_dense(cls, w: np.ndarray, half: bool = False) -> "PackedWeights":
-        """Pack a float ``[O, K]`` matrix (float16 panels when ``half``)."""
+    def from_dense(cls, w: np.ndarray) -> "PackedWeights":
+        """Pack a float ``[O, K]`` matrix into float32 panels."""
         w = np.asarray(w, np.float32)
         if w.ndim != 2:
             raise ValueError(f"weight matrix must be 2-D [O, K], got shape {w.shape}")
@@ -105,8 +93,6 @@ class PackedWeights:
         padded = np.zeros((npanel * MR, k), np.float32)
         padded[:o] = w
         panels = np.ascontiguousarray(padded.reshape(npanel, MR, k).transpose(0, 2, 1)).reshape(-1)
-        if half:
-            panels = panels.astype(np.float16).view(np.uint16)
         return cls(o, k, panels=panels)
 
     @classmethod
@@ -293,7 +279,8 @@ def _k_conv_gemm(x, w, kind, codes8, codes4, scale, offset, bs, bias, out,
                     for q in range(q0, q1):
                         _one_tile(out, wp, q, q0, jb, nfull, tail, bptr, ldb, btile, ctile, bias,
                                   n, g, og, npg, K, P, O, cb, reg_act, act)
-        _keep(ctile, btile, col, wp)
+        _keep_alive(ctile, btile)
+        _keep_alive(col, wp)
 
 
 @njit(inline="always")
@@ -341,20 +328,6 @@ def _k_finish(y, act):
         y[i] = _act(y[i], act)
 
 
-@njit(inline="never")
-def _keep(a, b, c, d):
-    return a.size + b.size + c.size + d.size
-
-
-def _out_hw(h: int, w: int, kh: int, kw: int, stride, pads, dilation) -> Tuple[int, int]:
-    oh = (h + pads[0] + pads[1] - ((kh - 1) * dilation[0] + 1)) // stride[0] + 1
-    ow = (w + pads[2] + pads[3] - ((kw - 1) * dilation[1] + 1)) // stride[1] + 1
-    if oh <= 0 or ow <= 0:
-        raise ValueError(f"conv2d: kernel {(kh, kw)} (dilation {tuple(dilation)}) larger than "
-                         f"padded input {(h + pads[0] + pads[1], w + pads[2] + pads[3])}")
-    return oh, ow
-
-
 _COL_BYTES = 128 * 1024      # im2col block budget
 _L2_BYTES = 512 * 1024       # L2 per core (AMD Zen 3 here)
 
@@ -385,7 +358,7 @@ class ConvGemm:
         self.w = weights
         self.kernel, self.stride, self.pads, self.dilation = (kh, kw), tuple(stride), tuple(pads), tuple(dilation)
         self.group, self.act = int(group), _act_code(act)
-        oh, ow = _out_hw(H, W, kh, kw, stride, pads, dilation)
+        oh, ow = _conv_out_hw(H, W, kh, kw, stride, pads, dilation)
         self.in_shape, self.out_shape = (N, C, H, W), (N, O, oh, ow)
         npg = -(-og // MR)
         b = np.zeros(group * npg * MR, np.float32)
@@ -412,7 +385,7 @@ class ConvGemm:
         self.n_o, self.n_p = n_o, n_p
         # loop order: panels outside (each weight panel read once, the column block streamed
         # from L2) when all weights do not fit in L2 but a column block does; else columns outside
-        isz = 2 if weights.kind == 0 and weights.panels.dtype == np.uint16 else 4
+        isz = 4
         b_bytes = K * min(self.pc_max, -(-P // n_p)) * isz
         self.o_outer = bool(O * K * isz > _L2_BYTES // 2 and b_bytes <= _L2_BYTES // 2)
         # a 1x1 convolution of a few pixels (a classifier) with 8-bit codes: the codes are read
@@ -449,7 +422,7 @@ class ConvGemm:
         return out
 
 
-def pack_grouped(w: np.ndarray, group: int, half: bool = False) -> PackedWeights:
+def pack_grouped(w: np.ndarray, group: int) -> PackedWeights:
     """Pack ``[O, K]`` weights of a grouped convolution: each group's rows padded to whole panels."""
     w = np.asarray(w, np.float32)
     O, K = w.shape
@@ -457,7 +430,7 @@ def pack_grouped(w: np.ndarray, group: int, half: bool = False) -> PackedWeights
     npg = -(-og // MR)
     padded = np.zeros((group, npg * MR, K), np.float32)
     padded[:, :og] = w.reshape(group, og, K)
-    pw = PackedWeights.from_dense(padded.reshape(group * npg * MR, K), half)
+    pw = PackedWeights.from_dense(padded.reshape(group * npg * MR, K))
     pw.shape = (O, K)
     pw.npanel = group * npg
     pw.groups = group

@@ -16,7 +16,7 @@ import numpy as np
 from numba import get_num_threads, njit, prange
 
 from .fp16 import load
-from .fp16_kernels import _act_code, _store_act, _writable, storage_view
+from .fp16_kernels import _act_code, _conv_out_hw, _store_act, _writable, storage_view
 
 __all__ = ["Depthwise", "depthwise_conv2d"]
 
@@ -192,10 +192,7 @@ class Depthwise:
         if b.size != C:
             raise ValueError(f"depthwise_conv2d: bias has {b.size} values, expected {C}")
         self.bias = np.array(b, np.float32)
-        oh = (H + pads[0] + pads[1] - ((kh - 1) * dilation[0] + 1)) // stride[0] + 1
-        ow = (W + pads[2] + pads[3] - ((kw - 1) * dilation[1] + 1)) // stride[1] + 1
-        if oh <= 0 or ow <= 0:
-            raise ValueError(f"depthwise_conv2d: kernel {kernel} larger than the padded input")
+        oh, ow = _conv_out_hw(H, W, kh, kw, stride, pads, dilation)
         self.in_shape, self.out_shape = (N, C, H, W), (N, C, oh, ow)
         self.args = (kh, kw, int(stride[0]), int(stride[1]), int(pads[0]), int(pads[2]),
                      int(dilation[0]), int(dilation[1]), _act_code(act))

@@ -2,8 +2,8 @@
 
 One call computes a ``6 x 16`` (or ``6 x 8``: the ``tile8_*`` variants) block of ``C = act(A @ B + bias)``:
 
-* ``A`` - a packed weight panel: ``K`` groups of 6 consecutive values (``A[k*6 + r]`` is row ``r``,
-  column ``k``), float32 or float16 storage;
+* ``A`` - a packed float32 weight panel: ``K`` groups of 6 consecutive values (``A[k*6 + r]`` is
+  row ``r``, column ``k``);
 * ``B`` - ``K`` rows of 16 values, row ``k`` at ``b + k*ldb`` elements (an NCHW activation read in
   place: a 1x1 convolution's input needs no packing), float32 or float16 storage;
 * ``C`` - 6 rows of 16 values, row ``r`` at ``c + r*ldc`` elements, float32 or float16 storage;
@@ -26,7 +26,7 @@ from llvmlite import ir
 from numba import types
 from numba.extending import intrinsic
 
-__all__ = ["MR", "NR", "tile_f32", "tile_f16", "tile_f16w", "tile8_f32", "tile8_f16", "tile8_f16w"]
+__all__ = ["MR", "NR", "tile_f32", "tile_f16", "tile8_f32", "tile8_f16"]
 
 #: rows (output channels) and columns (pixels) of one micro-kernel block
 MR, NR = 6, 16
@@ -72,9 +72,8 @@ def _store_vec(builder: ir.IRBuilder, v: ir.Value, ptr: ir.Value, half: bool) ->
         builder.store(v, builder.bitcast(ptr, _V8.as_pointer()), align=4)
 
 
-def _make_tile(a_half: bool, bc_half: bool, nr: int = 16):
+def _make_tile(bc_half: bool, nr: int = 16):
     nv = nr // 8  # vectors per row
-    elem_a = _F16 if a_half else _F32
     elem_bc = _F16 if bc_half else _F32
 
     def typer(typingctx, a, b, ldb, c, ldc, k, bias, act):
@@ -83,7 +82,7 @@ def _make_tile(a_half: bool, bc_half: bool, nr: int = 16):
 
         def codegen(context, builder, signature, args):
             a_i, b_i, ldb_v, c_i, ldc_v, k_v, bias_i, act_v = args
-            a_p = builder.inttoptr(a_i, elem_a.as_pointer())
+            a_p = builder.inttoptr(a_i, _F32.as_pointer())
             b_p = builder.inttoptr(b_i, elem_bc.as_pointer())
             c_p = builder.inttoptr(c_i, elem_bc.as_pointer())
             bias_p = builder.inttoptr(bias_i, _F32.as_pointer())
@@ -106,8 +105,6 @@ def _make_tile(a_half: bool, bc_half: bool, nr: int = 16):
             new = []
             for r in range(MR):
                 av = builder.load(builder.gep(arow, [_const(r)]))
-                if a_half:
-                    av = builder.fpext(av, _F32)
                 s = _splat(builder, av)
                 for h in range(nv):
                     new.append(builder.call(fma, [s, bv[h], accs[nv * r + h]]))
@@ -141,17 +138,14 @@ def _make_tile(a_half: bool, bc_half: bool, nr: int = 16):
 
         return sig, codegen
 
-    typer.__name__ = typer.__qualname__ = f"tile_{'h' if a_half else 'f'}{'h' if bc_half else 'f'}{nr}"
+    typer.__name__ = typer.__qualname__ = f"tile_{'h' if bc_half else 'f'}{nr}"
     return typer
 
 
 #: float32 weights, float32 activations
-tile_f32 = intrinsic(_make_tile(False, False))
+tile_f32 = intrinsic(_make_tile(False))
 #: float32 weights, float16 activations (B and C)
-tile_f16 = intrinsic(_make_tile(False, True))
-#: float16 weights and activations
-tile_f16w = intrinsic(_make_tile(True, True))
-#: the same three, 8 columns wide (a row's last columns)
-tile8_f32 = intrinsic(_make_tile(False, False, 8))
-tile8_f16 = intrinsic(_make_tile(False, True, 8))
-tile8_f16w = intrinsic(_make_tile(True, True, 8))
+tile_f16 = intrinsic(_make_tile(True))
+#: the same two, 8 columns wide (a row's last columns)
+tile8_f32 = intrinsic(_make_tile(False, 8))
+tile8_f16 = intrinsic(_make_tile(True, 8))
