@@ -138,7 +138,8 @@ def model_child(model: str, p: int, m: int, reps: int, impl: str = "runner") -> 
     x, ref = data["in0_x"], data["out0_logits"]
     import mnnjit.backends.cpu.fp16_kernels  # noqa: F401  (numba, llvm loaded before baseline)
     rss0 = vm_hwm_mb()
-    rt = nn.create_runtime_manager(({"precision": p, "memory": m},))
+    threads = int(os.environ.get("MNNJIT_BENCH_THREADS", "0") or 0) or 2
+    rt = nn.create_runtime_manager(({"precision": p, "memory": m, "numThread": threads},))
     mod = nn.load_module_from_file(str(MODELS / f"{model}.mnn"), ["x"], ["logits"],
                                    runtime_manager=rt)
     xv = F.const(x, list(x.shape), F.NCHW)
