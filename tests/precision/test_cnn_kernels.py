@@ -189,3 +189,24 @@ def test_depthwise_3x3_stride2_parity_planes(h, w, pads, half):
     ref = act_ref(conv_ref(to_f32(xs) if half else x, wt, b, (2, 2), pads, (1, 1), 3), "relu6")
     assert got.shape == ref.shape
     assert np.abs(got - ref).max() <= (2e-2 if half else 1e-4) * max(1.0, float(np.abs(ref).max()))
+
+
+@SETTINGS
+@given(st.integers(1, 40), st.integers(1, 80), st.integers(1, 70), st.integers(0, 5), st.integers(0, 3))
+def test_gemm_panels_matches_numpy(rows, k, n, extra_b, extra_c):
+    """The serial micro-kernel GEMM (strided B and C, partial panels and column tails)."""
+    from numba import njit
+
+    @njit
+    def run(ap, rows, k, b, ldb, n, c, ldc, zb, bt, ct):
+        K.gemm_panels(ap, rows, k, b.ctypes.data, ldb, n, c, ldc, zb, bt, ct)
+
+    rng = np.random.default_rng(rows * 1000 + k * 10 + n)
+    a = rng.standard_normal((rows, k)).astype(np.float32)
+    b = rng.standard_normal((k, n + extra_b)).astype(np.float32)
+    c = np.full(rows * (n + extra_c), 7.0, np.float32)
+    run(K.PackedWeights.from_dense(a).panels, rows, k, b, n + extra_b, n, c, n + extra_c,
+        np.zeros(K.MR, np.float32), np.empty((k, K.NR), np.float32), np.empty(K.MR * K.NR, np.float32))
+    got = c.reshape(rows, n + extra_c)
+    assert np.abs(got[:, :n] - a @ b[:, :n]).max() <= 1e-4 * max(1.0, float(np.abs(a @ b[:, :n]).max()))
+    assert np.all(got[:, n:] == 7.0)       # columns past n untouched

@@ -22,13 +22,15 @@ from typing import Optional, Sequence, Tuple
 
 import numpy as np
 from numba import get_num_threads, njit, prange, types
-from numba.extending import overload
+from llvmlite import ir
+from numba.core import cgutils
+from numba.extending import intrinsic, overload
 
 from .fp16 import load, store
 from .gemm_tile import MR, NR, tile8_f16, tile8_f32, tile_f16, tile_f32
 from .fp16_kernels import _act, _act_code, _conv_out_hw, _keep_alive
 
-__all__ = ["PackedWeights", "conv2d_gemm", "MR", "NR"]
+__all__ = ["PackedWeights", "ConvGemm", "conv2d_gemm", "gemm_panels", "pack_grouped", "MR", "NR"]
 
 _IN_REGISTERS = (0, 1, 2)   # activation codes the micro-kernel applies itself
 
@@ -318,6 +320,66 @@ def _one_tile(out, wp, q, q0, jb, nfull, tail, bptr, ldb, btile, ctile, bias, n,
             dst[j] = src[j]
         if act > 2:
             _finish_act(dst, t, act)
+
+
+@njit(inline="always")
+def gemm_panels(ap, rows, K, bptr, ldb, ncols, c, ldc, zbias, btile, ctile):
+    """Serial float32 GEMM on the micro-kernel: ``c[r, j] = sum_k A[r, k] * B[k, j]`` for
+    ``r < rows``, ``j < ncols``, where ``ap`` holds the packed panels of A (``ceil(rows / MR)``
+    panels, see :class:`PackedWeights`), B is row-major at address ``bptr`` with row stride
+    ``ldb`` (elements), ``c`` a float32 array viewed flat with row stride ``ldc``. ``zbias`` is
+    :data:`MR` zeros; ``btile`` ``[K, NR]`` and ``ctile`` ``[MR * NR]`` float32 scratch."""
+    npanel = (rows + MR - 1) // MR
+    nfull = ncols // NR
+    tail = ncols - nfull * NR
+    if tail:
+        bt = btile[:K]
+        for k in range(K):
+            src = bptr + 4 * (k * ldb + nfull * NR)
+            _copy_f32(src, bt[k], tail)
+            br = bt[k]
+            for j in range(tail, NR):
+                br[j] = 0
+    zb = zbias.ctypes.data
+    for jb in range(nfull + (1 if tail else 0)):
+        j0 = jb * NR
+        for q in range(npanel):
+            a = ap[q * K * MR:(q + 1) * K * MR]
+            r0 = q * MR
+            nr = min(MR, rows - r0)
+            if jb < nfull and nr == MR:
+                tile_f32(a.ctypes.data, bptr + 4 * j0, ldb, c.ctypes.data + 4 * (r0 * ldc + j0),
+                         ldc, K, zb, 0)
+                continue
+            if jb < nfull:
+                tile_f32(a.ctypes.data, bptr + 4 * j0, ldb, ctile.ctypes.data, NR, K, zb, 0)
+                t = NR
+            else:
+                tile8_f32(a.ctypes.data, btile.ctypes.data, NR, ctile.ctypes.data, NR, K, zb, 0) \
+                    if tail <= 8 else \
+                    tile_f32(a.ctypes.data, btile.ctypes.data, NR, ctile.ctypes.data, NR, K, zb, 0)
+                t = tail
+            for r in range(nr):
+                dst = c[(r0 + r) * ldc + j0:(r0 + r) * ldc + j0 + t]
+                src = ctile[r * NR:r * NR + t]
+                for j in range(t):
+                    dst[j] = src[j]
+
+
+@intrinsic
+def _copy_f32(typingctx, src, dst, n):
+    """Copy ``n`` float32 values from byte address ``src`` into array ``dst`` (llvm.memcpy)."""
+    sig = types.void(types.int64, dst, types.int64)
+
+    def codegen(context, builder, signature, args):
+        s, d, cnt = args
+        darr = context.make_array(signature.args[1])(context, builder, d)
+        dst_p = builder.bitcast(darr.data, ir.IntType(8).as_pointer())
+        src_p = builder.inttoptr(s, ir.IntType(8).as_pointer())
+        nbytes = builder.mul(cnt, ir.Constant(ir.IntType(64), 4))
+        cgutils.raw_memcpy(builder, dst_p, src_p, nbytes, 1)
+        return context.get_dummy_value()
+    return sig, codegen
 
 
 @njit(cache=True)
