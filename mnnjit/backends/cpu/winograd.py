@@ -472,6 +472,8 @@ def winograd_conv3x3(x: np.ndarray, wt: WinogradWeights, bias: Optional[np.ndarr
     m = wt.m
     ntile = -(-OH // m) * -(-OW // m)
     T, OB = blocks if blocks else _blocks(N, C, O, ntile, m, get_num_threads())
+    if T < 1 or OB < 1:
+        raise ValueError(f"winograd_conv3x3: blocks must be positive, got {(T, OB)}")
     T, OB = int(min(T, ntile)), int(min(OB, O))
     nchunk = max(1, min(get_num_threads(), N * -(-ntile // T) * -(-O // OB)))
     ws = _workspace(nchunk, _ws_size(C, OB, T, -(-OW // m), m))
