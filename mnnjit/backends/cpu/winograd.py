@@ -178,13 +178,19 @@ def _gather(x, n, c, H, W, m, pt, pl, t0, t1, TW, dbuf, prow):
                 d3 = dr[3, toff:toff + nt]
                 d4 = dr[4, toff:toff + nt]
                 d5 = dr[5, toff:toff + nt]
-                for t in range(nt):
+                for t in range(nt):           # one complete stride-4 group per tile
                     d0[t] = prow[4 * t]
                     d1[t] = prow[4 * t + 1]
                     d2[t] = prow[4 * t + 2]
                     d3[t] = prow[4 * t + 3]
-                    d4[t] = prow[4 * t + 4]
-                    d5[t] = prow[4 * t + 5]
+                # columns 4, 5 of a tile are columns 0, 1 of the next one
+                n0 = dr[0, toff + 1:toff + nt]
+                n1 = dr[1, toff + 1:toff + nt]
+                for t in range(nt - 1):
+                    d4[t] = n0[t]
+                    d5[t] = n1[t]
+                d4[nt - 1] = prow[4 * nt]
+                d5[nt - 1] = prow[4 * nt + 1]
             else:
                 d0 = dr[0, toff:toff + nt]
                 d1 = dr[1, toff:toff + nt]
@@ -193,8 +199,13 @@ def _gather(x, n, c, H, W, m, pt, pl, t0, t1, TW, dbuf, prow):
                 for t in range(nt):
                     d0[t] = prow[2 * t]
                     d1[t] = prow[2 * t + 1]
-                    d2[t] = prow[2 * t + 2]
-                    d3[t] = prow[2 * t + 3]
+                n0 = dr[0, toff + 1:toff + nt]
+                n1 = dr[1, toff + 1:toff + nt]
+                for t in range(nt - 1):
+                    d2[t] = n0[t]
+                    d3[t] = n1[t]
+                d2[nt - 1] = prow[2 * nt]
+                d3[nt - 1] = prow[2 * nt + 1]
 
 
 @njit(inline="always")
