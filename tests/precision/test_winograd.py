@@ -140,6 +140,11 @@ def test_bad_arguments():
         wg.winograd_conv3x3(x, wt, None, (1, 1, 1, 1), act="gelu")
     with pytest.raises(ValueError, match="out must"):
         wg.winograd_conv3x3(x, wt, None, (1, 1, 1, 1), out=np.empty((1, 6, 8, 7), np.float32))
+    with pytest.raises(ValueError, match="overlap"):
+        sq = wg.winograd_weights(np.zeros((4, 4, 3, 3), np.float32), 2)
+        wg.winograd_conv3x3(x, sq, None, (1, 1, 1, 1), out=x)
+    with pytest.raises(ValueError, match="blocks"):
+        wg.winograd_conv3x3(x, wt, None, (1, 1, 1, 1), blocks=(0, 4))
     with pytest.raises(ValueError, match=r"\[O, C, 3, 3\]"):
         wg.winograd_weights(np.zeros((6, 4, 5, 5), np.float32), 2)
     with pytest.raises(ValueError, match="tile"):

@@ -45,6 +45,7 @@ POINTS = {2: (0, 1, -1), 4: (0, 1, -1, Fraction(1, 2), Fraction(-1, 2))}
 
 _SCRATCH_BYTES = 800 * 1024  # V + M budget per task (L2 is 1 MiB per core here)
 _TILES = 196                 # tiles per task to aim for (sgemm N)
+_V_MAX_BYTES = 8 << 20       # V beyond this takes fewer tiles (C > ~300 with 196 tiles)
 _ROW_GATHER_TW = 12          # tile rows at least this long: per-row gather, else flat indexed
 
 
@@ -475,6 +476,7 @@ def _blocks(N: int, C: int, O: int, ntile: int, m: int, threads: int) -> Tuple[i
     else output channels; a chunk of tasks on one tile block transforms its input once)."""
     P = (m + 2) ** 2
     T = -(-ntile // -(-ntile // _TILES))
+    T = min(T, max(32, _V_MAX_BYTES // (4 * P * C)))     # very wide inputs: cap V's size
     if N * -(-ntile // T) < threads and ntile >= 64:
         T = -(-ntile // -(-threads // N))
     ntb = -(-ntile // T)
@@ -538,6 +540,8 @@ def winograd_conv3x3(x: np.ndarray, wt: WinogradWeights, bias: Optional[np.ndarr
             or not out.flags.writeable:
         raise ValueError(f"winograd_conv3x3: out must be a writable C-contiguous {x.dtype} "
                          f"array of shape {shape}")
+    elif np.may_share_memory(out, x):
+        raise ValueError("winograd_conv3x3: out must not overlap the input")
     m = wt.m
     ntile = -(-OH // m) * -(-OW // m)
     T, OB = blocks if blocks else _blocks(N, C, O, ntile, m, get_num_threads())
