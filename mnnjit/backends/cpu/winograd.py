@@ -11,9 +11,9 @@ Weights are transformed once (:func:`winograd_weights`) into ``U [a*a, O, C]``. 
 Numba launch per convolution (:func:`winograd_conv3x3`): tasks = (image, block of output tiles,
 block of output channels); each task
 
-1. transforms its tiles of every input channel into a scratch ``V [a*a, C, tiles]`` (float32;
-   fp16 storage widened on the fly): padded input rows are copied de-interleaved by tile phase,
-   so both transform passes are straight loops over tiles that LLVM vectorises,
+1. gathers the a x a inputs of its tiles per input channel into ``D [a, a, tiles]`` (float32;
+   fp16 storage widened on the fly, zero padding written explicitly) and transforms them into
+   a scratch ``V [a*a, C, tiles]`` with two straight loops over tiles that LLVM vectorises,
 2. runs one single-threaded OpenBLAS sgemm per position: ``M[p] = U[p] (Ob x C) @ V[p]``,
 3. transforms ``M`` back and writes bias + activation straight into the output rows
    (narrowing to the output storage, via :func:`fp16_kernels._store_act`).
@@ -449,7 +449,8 @@ def _k_wino(x, u, bias, out, m, pt, pl, T, OB, act, ws):
 
 
 def _ws_size(C: int, OB: int, T: int, TW: int, m: int) -> int:
-    """float32 scratch per chunk of :func:`_k_wino`: V, M, two [a, a, T], Y, one row."""
+    """float32 scratch per chunk of :func:`_k_wino`: V, M, D and H [a, a, T], Y [m, m, T], one
+    padded row, and the zero-bordered plane of a block's input rows (flat gather)."""
     P = (m + 2) ** 2
     nrow = (T // TW + 1) * m + m + 2
     return P * (C + OB) * T + 2 * P * T + m * m * T + (TW * m + 2) * (nrow + 1)
