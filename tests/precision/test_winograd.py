@@ -50,11 +50,12 @@ def _check(x, w, b, pads, act, m):
 
 @settings(max_examples=60, deadline=None)
 @given(N=st.integers(1, 2), C=st.integers(1, 20), O=st.integers(1, 20), H=st.integers(1, 19),
-       W=st.integers(1, 19), pads=st.sampled_from([(1, 1, 1, 1), (0, 0, 0, 0), (1, 0, 0, 1),
+       W=st.integers(1, 60), pads=st.sampled_from([(1, 1, 1, 1), (0, 0, 0, 0), (1, 0, 0, 1),
                                                    (2, 1, 0, 2), (0, 2, 1, 0)]),
        bias=st.booleans(), act=st.sampled_from(ACTS), m=st.sampled_from([2, 4]),
        f16=st.booleans(), seed=st.integers(0, 2 ** 31 - 1))
 def test_matches_reference(N, C, O, H, W, pads, bias, act, m, f16, seed):
+    """W up to 60: tile rows of >= 12 tiles take the per-row gather, shorter ones the flat one."""
     if H + pads[0] + pads[1] < 3 or W + pads[2] + pads[3] < 3:
         return                                     # no output: covered by test_bad_arguments
     rng = np.random.default_rng(seed)
@@ -139,6 +140,11 @@ def test_bad_arguments():
         wg.winograd_conv3x3(x, wt, None, (1, 1, 1, 1), act="gelu")
     with pytest.raises(ValueError, match="out must"):
         wg.winograd_conv3x3(x, wt, None, (1, 1, 1, 1), out=np.empty((1, 6, 8, 7), np.float32))
+    with pytest.raises(ValueError, match="overlap"):
+        sq = wg.winograd_weights(np.zeros((4, 4, 3, 3), np.float32), 2)
+        wg.winograd_conv3x3(x, sq, None, (1, 1, 1, 1), out=x)
+    with pytest.raises(ValueError, match="blocks"):
+        wg.winograd_conv3x3(x, wt, None, (1, 1, 1, 1), blocks=(0, 4))
     with pytest.raises(ValueError, match=r"\[O, C, 3, 3\]"):
         wg.winograd_weights(np.zeros((6, 4, 5, 5), np.float32), 2)
     with pytest.raises(ValueError, match="tile"):

@@ -11,9 +11,9 @@ Weights are transformed once (:func:`winograd_weights`) into ``U [a*a, O, C]``. 
 Numba launch per convolution (:func:`winograd_conv3x3`): tasks = (image, block of output tiles,
 block of output channels); each task
 
-1. transforms its tiles of every input channel into a scratch ``V [a*a, C, tiles]`` (float32;
-   fp16 storage widened on the fly): padded input rows are copied de-interleaved by tile phase,
-   so both transform passes are straight loops over tiles that LLVM vectorises,
+1. gathers the a x a inputs of its tiles per input channel into ``D [a, a, tiles]`` (float32;
+   fp16 storage widened on the fly, zero padding written explicitly) and transforms them into
+   a scratch ``V [a*a, C, tiles]`` with two straight loops over tiles that LLVM vectorises,
 2. runs one single-threaded OpenBLAS sgemm per position: ``M[p] = U[p] (Ob x C) @ V[p]``,
 3. transforms ``M`` back and writes bias + activation straight into the output rows
    (narrowing to the output storage, via :func:`fp16_kernels._store_act`).
@@ -45,6 +45,8 @@ POINTS = {2: (0, 1, -1), 4: (0, 1, -1, Fraction(1, 2), Fraction(-1, 2))}
 
 _SCRATCH_BYTES = 800 * 1024  # V + M budget per task (L2 is 1 MiB per core here)
 _TILES = 196                 # tiles per task to aim for (sgemm N)
+_V_MAX_BYTES = 8 << 20       # V beyond this takes fewer tiles (C > ~300 with 196 tiles)
+_ROW_GATHER_TW = 12          # tile rows at least this long: per-row gather, else flat indexed
 
 
 # ---------------------------------------------------------------- transform matrices
@@ -140,11 +142,57 @@ def winograd_weights(w: np.ndarray, m: int) -> WinogradWeights:
 
 # ---------------------------------------------------------------- explicit transforms
 @njit(inline="always")
-def _gather(x, n, c, H, W, m, pt, pl, t0, t1, TW, dbuf, prow):
+def _tile_bases(t0, t1, TW, m, Wp, base):
+    """base[t - t0] = index in a block plane (row stride Wp) of tile t's top-left input."""
+    ty0 = t0 // TW
+    for t in range(t0, t1):
+        ty = t // TW
+        base[t - t0] = (ty - ty0) * m * Wp + (t - ty * TW) * m
+
+
+@njit(inline="always")
+def _gather_idx(x, n, c, H, W, m, pt, pl, t0, t1, TW, dbuf, plane, base):
     """dbuf[r, s, t - t0] = x[n, c, ty*m - pt + r, tx*m - pl + s] (0 outside the image) for
-    the tiles t0 <= t < t1 (t = ty*TW + tx), r, s < m + 2. Per tile-row segment and input
-    row: one contiguous widening copy into a zero-bordered float32 row ``prow``, then one loop
-    over tiles reading its m + 2 columns (constant offsets: no index checks in the loop)."""
+    the tiles t0 <= t < t1 (t = ty*TW + tx), r, s < m + 2: the rows of the block's tile rows are
+    copied (widened) into a zero-bordered float32 plane (row stride TW*m + 2), then one flat
+    loop over the block's tiles per (r, s) reads plane[base[t] + r*Wp + s]."""
+    a = m + 2
+    Wp = TW * m + 2
+    ty0 = t0 // TW
+    nrow = ((t1 - 1) // TW - ty0) * m + a
+    qlo = min(pl, Wp)
+    qhi = max(min(Wp, W + pl), qlo)
+    for yy in range(nrow):
+        iy = ty0 * m - pt + yy
+        pr = plane[yy * Wp:(yy + 1) * Wp]
+        if iy < 0 or iy >= H:
+            for q in range(Wp):
+                pr[q] = np.float32(0.0)
+            continue
+        for q in range(qlo):
+            pr[q] = np.float32(0.0)
+        xs = x[n, c, iy, qlo - pl:qhi - pl]
+        pm = pr[qlo:qhi]
+        for q in range(qhi - qlo):
+            pm[q] = load(xs, q)
+        for q in range(qhi, Wp):
+            pr[q] = np.float32(0.0)
+    nb = t1 - t0
+    for r in range(a):
+        for s in range(a):
+            d = dbuf[r, s]
+            ps = plane[r * Wp + s:]
+            for t in range(nb):
+                d[t] = ps[base[t]]
+
+
+@njit(inline="always")
+def _gather_rows(x, n, c, H, W, m, pt, pl, t0, t1, TW, dbuf, prow):
+    """:func:`_gather_idx`'s result, per tile-row segment and input row: one contiguous widening
+    copy into a zero-bordered float32 row ``prow``, then one loop over the segment's tiles
+    reading complete stride-m groups (constant offsets: no index checks in the loop); the last
+    two columns of a tile are the first two of the next. Faster than the flat indexed gather
+    for long tile rows (64@56 F(4,3): ~10%), slower for short ones (14x14: 1.6x)."""
     a = m + 2
     for ty in range(t0 // TW, (t1 - 1) // TW + 1):
         ca = max(t0, ty * TW) - ty * TW
@@ -178,11 +226,19 @@ def _gather(x, n, c, H, W, m, pt, pl, t0, t1, TW, dbuf, prow):
                 d3 = dr[3, toff:toff + nt]
                 d4 = dr[4, toff:toff + nt]
                 d5 = dr[5, toff:toff + nt]
-                for t in range(nt):
+                for t in range(nt):           # one complete stride-4 group per tile
                     d0[t] = prow[4 * t]
                     d1[t] = prow[4 * t + 1]
                     d2[t] = prow[4 * t + 2]
                     d3[t] = prow[4 * t + 3]
+                # columns 4, 5 of a tile are columns 0, 1 of the next one
+                n0 = dr[0, toff + 1:toff + nt]
+                n1 = dr[1, toff + 1:toff + nt]
+                for t in range(nt - 1):
+                    d4[t] = n0[t]
+                    d5[t] = n1[t]
+                # (a loop, not d4[nt - 1] = ...: that store was dropped inside prange)
+                for t in range(nt - 1, nt):
                     d4[t] = prow[4 * t + 4]
                     d5[t] = prow[4 * t + 5]
             else:
@@ -193,6 +249,12 @@ def _gather(x, n, c, H, W, m, pt, pl, t0, t1, TW, dbuf, prow):
                 for t in range(nt):
                     d0[t] = prow[2 * t]
                     d1[t] = prow[2 * t + 1]
+                n0 = dr[0, toff + 1:toff + nt]
+                n1 = dr[1, toff + 1:toff + nt]
+                for t in range(nt - 1):
+                    d2[t] = n0[t]
+                    d3[t] = n1[t]
+                for t in range(nt - 1, nt):
                     d2[t] = prow[2 * t + 2]
                     d3[t] = prow[2 * t + 3]
 
@@ -362,10 +424,17 @@ def _k_wino(x, u, bias, out, m, pt, pl, T, OB, act, ws):
             dbuf = w[off:off + P * nb].reshape((a, a, nb))
             hbuf = w[off + P * T:off + P * T + P * nb].reshape((a, a, nb))
             ybuf = w[off + 2 * P * T:off + 2 * P * T + m * m * nb].reshape((m, m, nb))
-            row = w[off + 2 * P * T + m * m * T:off + 2 * P * T + m * m * T + min(nb, TW) * m + 2]
+            off2 = off + 2 * P * T + m * m * T
+            row = w[off2:off2 + TW * m + 2]
+            plane = w[off2 + TW * m + 2:]
             if blk != last:
+                base = np.empty(nb, np.int32)
+                _tile_bases(t0, t1, TW, m, TW * m + 2, base)
                 for c in range(C):
-                    _gather(x, n, c, H, W, m, pt, pl, t0, t1, TW, dbuf, row)
+                    if TW >= _ROW_GATHER_TW:
+                        _gather_rows(x, n, c, H, W, m, pt, pl, t0, t1, TW, dbuf, row)
+                    else:
+                        _gather_idx(x, n, c, H, W, m, pt, pl, t0, t1, TW, dbuf, plane, base)
                     _input_tf(dbuf, hbuf, v, c, m, nb)
                 last = blk
             for p in range(P):
@@ -380,9 +449,11 @@ def _k_wino(x, u, bias, out, m, pt, pl, T, OB, act, ws):
 
 
 def _ws_size(C: int, OB: int, T: int, TW: int, m: int) -> int:
-    """float32 scratch per chunk of :func:`_k_wino`: V, M, two [a, a, T], Y, one row."""
+    """float32 scratch per chunk of :func:`_k_wino`: V, M, D and H [a, a, T], Y [m, m, T], one
+    padded row, and the zero-bordered plane of a block's input rows (flat gather)."""
     P = (m + 2) ** 2
-    return P * (C + OB) * T + 2 * P * T + m * m * T + min(T, TW) * m + 2
+    nrow = (T // TW + 1) * m + m + 2
+    return P * (C + OB) * T + 2 * P * T + m * m * T + (TW * m + 2) * (nrow + 1)
 
 
 _WS = threading.local()
@@ -406,6 +477,7 @@ def _blocks(N: int, C: int, O: int, ntile: int, m: int, threads: int) -> Tuple[i
     else output channels; a chunk of tasks on one tile block transforms its input once)."""
     P = (m + 2) ** 2
     T = -(-ntile // -(-ntile // _TILES))
+    T = min(T, max(32, _V_MAX_BYTES // (4 * P * C)))     # very wide inputs: cap V's size
     if N * -(-ntile // T) < threads and ntile >= 64:
         T = -(-ntile // -(-threads // N))
     ntb = -(-ntile // T)
@@ -469,9 +541,13 @@ def winograd_conv3x3(x: np.ndarray, wt: WinogradWeights, bias: Optional[np.ndarr
             or not out.flags.writeable:
         raise ValueError(f"winograd_conv3x3: out must be a writable C-contiguous {x.dtype} "
                          f"array of shape {shape}")
+    elif np.may_share_memory(out, x):
+        raise ValueError("winograd_conv3x3: out must not overlap the input")
     m = wt.m
     ntile = -(-OH // m) * -(-OW // m)
     T, OB = blocks if blocks else _blocks(N, C, O, ntile, m, get_num_threads())
+    if T < 1 or OB < 1:
+        raise ValueError(f"winograd_conv3x3: blocks must be positive, got {(T, OB)}")
     T, OB = int(min(T, ntile)), int(min(OB, O))
     nchunk = max(1, min(get_num_threads(), N * -(-ntile // T) * -(-O // OB)))
     ws = _workspace(nchunk, _ws_size(C, OB, T, -(-OW // m), m))
