@@ -14,7 +14,8 @@ block of output channels); each task
 1. gathers the a x a inputs of its tiles per input channel into ``D [a, a, tiles]`` (float32;
    fp16 storage widened on the fly, zero padding written explicitly) and transforms them into
    a scratch ``V [a*a, C, tiles]`` with two straight loops over tiles that LLVM vectorises,
-2. runs one single-threaded OpenBLAS sgemm per position: ``M[p] = U[p] (Ob x C) @ V[p]``,
+2. runs one micro-kernel GEMM per position (:func:`.conv_gemm.gemm_panels`, U[p] packed in panels
+   at load): ``M[p] = U[p] (Ob x C) @ V[p]``,
 3. transforms ``M`` back and writes bias + activation straight into the output rows
    (narrowing to the output storage, via :func:`fp16_kernels._store_act`).
 
@@ -33,7 +34,7 @@ from typing import List, Optional, Sequence, Tuple
 import numpy as np
 from numba import get_num_threads, njit, prange
 
-from ._blas import sgemm, single_threaded_blas
+from .conv_gemm import MR, NR, PackedWeights, gemm_panels
 from .fp16 import load
 from .fp16_kernels import _act_code, _keep_alive, _store_act, _writable, storage_view
 
@@ -112,7 +113,9 @@ def transform_matrices(m: int) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 
 class WinogradWeights:
-    """Weights of a 3x3 convolution transformed for F(m, 3): ``u`` float32 ``[a*a, O, C]``."""
+    """Weights of a 3x3 convolution transformed for F(m, 3): per position ``p`` the ``O x C``
+    matrix ``U[p]`` packed into micro-kernel panels (``u[p]``: ``ceil(O / MR)`` panels of
+    ``C x MR``, see :class:`.conv_gemm.PackedWeights`), float32 ``[a*a, npanel * C * MR]``."""
 
     def __init__(self, u: np.ndarray, m: int, out_channels: int, in_channels: int) -> None:
         self.u = u
@@ -137,7 +140,8 @@ def winograd_weights(w: np.ndarray, m: int) -> WinogradWeights:
     a = m + 2
     u = np.einsum("ry,ocyx,kx->rkoc", g, w.astype(np.float64), g)
     u = np.ascontiguousarray(u.reshape(a * a, w.shape[0], w.shape[1]), np.float32)
-    return WinogradWeights(u, m, w.shape[0], w.shape[1])
+    panels = np.stack([PackedWeights.from_dense(u[p]).panels for p in range(a * a)])
+    return WinogradWeights(panels, m, w.shape[0], w.shape[1])
 
 
 # ---------------------------------------------------------------- explicit transforms
@@ -406,6 +410,9 @@ def _k_wino(x, u, bias, out, m, pt, pl, T, OB, act, ws):
     for ch in prange(nchunk):
         w = ws[ch]
         last = -1
+        zbias = np.zeros(MR, np.float32)
+        btile = np.empty((C, NR), np.float32)
+        ctile = np.empty(MR * NR, np.float32)
         for task in range(ch * ntask // nchunk, (ch + 1) * ntask // nchunk):
             ob = task % nob
             blk = task // nob               # = n * ntb + tile block
@@ -437,11 +444,10 @@ def _k_wino(x, u, bias, out, m, pt, pl, T, OB, act, ws):
                         _gather_idx(x, n, c, H, W, m, pt, pl, t0, t1, TW, dbuf, plane, base)
                     _input_tf(dbuf, hbuf, v, c, m, nb)
                 last = blk
+            q0 = o0 // MR
             for p in range(P):
-                sgemm(101, 111, 111, no, nb, C, np.float32(1.0),
-                      u.ctypes.data + 4 * (p * O * C + o0 * C), C,
-                      vbuf.ctypes.data + 4 * p * C * nb, nb,
-                      np.float32(0.0), mbuf.ctypes.data + 4 * p * no * nb, nb)
+                gemm_panels(u[p, q0 * C * MR:], no, C, vbuf.ctypes.data + 4 * p * C * nb, nb, nb,
+                            mbuf[p * no * nb:(p + 1) * no * nb], nb, zbias, btile, ctile)
             for o in range(no):
                 _output_tf(mm, o, m, nb, hbuf, ybuf)
                 _scatter(ybuf, out, n, o0 + o, bias[o0 + o], act, m, t0, t1, TW, OH, OW, row)
@@ -488,7 +494,7 @@ def _blocks(N: int, C: int, O: int, ntile: int, m: int, threads: int) -> Tuple[i
     while (N * ntb * nob) % threads and N * ntb * nob < 4 * threads and nob < O:
         nob += 1
     OB = -(-O // nob)
-    return T, OB
+    return T, -(-OB // MR) * MR          # whole micro-kernel panels per task
 
 
 def winograd_conv3x3(x: np.ndarray, wt: WinogradWeights, bias: Optional[np.ndarray],
@@ -548,12 +554,11 @@ def winograd_conv3x3(x: np.ndarray, wt: WinogradWeights, bias: Optional[np.ndarr
     T, OB = blocks if blocks else _blocks(N, C, O, ntile, m, get_num_threads())
     if T < 1 or OB < 1:
         raise ValueError(f"winograd_conv3x3: blocks must be positive, got {(T, OB)}")
-    T, OB = int(min(T, ntile)), int(min(OB, O))
+    T, OB = int(min(T, ntile)), int(min(-(-OB // MR) * MR, O))   # blocks of whole panels
     nchunk = max(1, min(get_num_threads(), N * -(-ntile // T) * -(-O // OB)))
     ws = _workspace(nchunk, _ws_size(C, OB, T, -(-OW // m), m))
-    with single_threaded_blas():
-        _k_wino(storage_view(np.ascontiguousarray(x)), wt.u, b, storage_view(out), m,
-                pads[0], pads[2], T, OB, code, ws)
+    _k_wino(storage_view(np.ascontiguousarray(x)), wt.u, b, storage_view(out), m,
+            pads[0], pads[2], T, OB, code, ws)
     return out
 
 
@@ -562,9 +567,10 @@ def choose(C: int, O: int, H: int, W: int, threads: int) -> int:
     *output* at ``threads`` threads: 4 (F(4,3)), 2 (F(2,3)) or 0 (im2col + sgemm,
     :func:`fp16_kernels.conv2d`). From benchmarks/winograd.py (docs/notes/winograd.md):
 
-    * sgemm needs many tiles per position: F(4,3) wins from ~20 tiles of 4x4 per image
-      (outputs >= ~17x17: ResNet-18's 56, 28, odd 19); below that F(2,3)'s 4x more tiles
-      win (14x14, 7x7, 10x10, ... down to 2x2), the thread count did not change the order;
+    * with the per-position GEMMs on the micro-kernel (no OpenBLAS call overhead, no packing)
+      F(4,3) wins from ~12 tiles of 4x4 per image (outputs >= 13x13: ResNet-18's 56, 28 and
+      14; 14x14 256ch: 1.70 vs 2.36 ms), F(2,3) below (7x7: 3.2 vs 5.9 ms); with OpenBLAS sgemm
+      the crossover was ~20 tiles; the thread count did not change the order;
     * one input channel: the GEMMs are rank-1 updates, im2col (K = 9) is as fast and simpler.
     """
     if min(C, O, H, W, threads) < 1:
@@ -572,6 +578,6 @@ def choose(C: int, O: int, H: int, W: int, threads: int) -> int:
                          f"H={H} W={W} threads={threads}")
     if C == 1:
         return 0
-    if -(-H // 4) * -(-W // 4) >= 20:
+    if -(-H // 4) * -(-W // 4) >= 12:
         return 4
     return 2
