@@ -71,6 +71,17 @@ def _handwritten(node: Node):
 
 
 _NO_HW: set = set()
+_EW: set = set()
+
+
+def _chained(node: Node) -> bool:
+    """Whether elementwise ``node`` has a pending elementwise input (a chain a serial kernel could fuse)."""
+    if node.op not in _EW:
+        return False
+    for i in node.inputs:
+        if i.value is None and i.op in _EW:
+            return True
+    return False
 
 
 def _init_no_hw() -> None:
@@ -78,6 +89,8 @@ def _init_no_hw() -> None:
     for name, od in registry.all_ops().items():
         if od.kind in ("elementwise", "movement", "source"):
             _NO_HW.add(name)
+        if od.kind == "elementwise":
+            _EW.add(name)
 
 
 def evaluate(roots: list[Node]) -> None:
@@ -115,10 +128,13 @@ def evaluate(roots: list[Node]) -> None:
             return
     order = topo_order(roots)
     big = False
+    sthr = config.serial_threshold()
     for n in order:
-        if n.value is None and (_work(n) >= thr or _handwritten(n) is not None):
-            big = True
-            break
+        if n.value is None:
+            w = _work(n)
+            if w >= thr or _handwritten(n) is not None or (w >= sthr and _chained(n)):
+                big = True
+                break
     if not big:
         counters["ref_graphs"] += 1
         run_order(order, roots)

@@ -55,6 +55,7 @@ class Group:
     out_shape: tuple[int, ...] = ()
     out_dtype: np.dtype | None = None
     ops: list[str] = field(default_factory=list)
+    serial: bool = False         # below the compile threshold: a serial kernel (no thread team)
 
     @property
     def size(self) -> int:

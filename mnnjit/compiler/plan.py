@@ -138,6 +138,7 @@ class Plan:
     folded: int = 0
     cse_merged: int = 0
     dead: int = 0
+    owned: frozenset = frozenset()  # root positions whose value is (a view of) a kernel output of the run
 
     def run(self, order: list[Node], backend) -> None:
         """Execute on the nodes of a trace with this plan's structure; caches the roots' values."""
@@ -187,9 +188,13 @@ class Plan:
                 vals[q] = None
         for r in self.roots:
             node = order[r]
-            out = vals[self.canon[r]]
+            c = self.canon[r]
+            out = vals[c]
             if isinstance(out, np.ndarray):
-                if not out.flags.c_contiguous or out.base is not None:
+                # a view is copied (it may alias a leaf, or keep a larger array alive), except a whole-array
+                # view (reshape) of a fresh kernel output of this run
+                whole = out.base is not None and c in self.owned and out.size == out.base.size
+                if not out.flags.c_contiguous or (out.base is not None and not whole):
                     out = np.array(out, order="C")
                 out.flags.writeable = False
             node.value = out
@@ -263,6 +268,7 @@ def build_plan(tr: Trace) -> Plan:
     small = [False] * n
     folded = 0
     thr = config.threshold()
+    sthr = config.serial_threshold()
     fold_limit = min(FOLD_LIMIT, thr)
     for i in range(n):
         if live[i] and not is_val[i] and work_size(order[i]) < fold_limit:
@@ -279,9 +285,17 @@ def build_plan(tr: Trace) -> Plan:
         g = build_group(i, order, list(cin), consumers, leafish, roots - {i}, assigned, dup)
         if g is None:
             continue
-        # A lone op must be SINGLE_OP_FACTOR times larger than a fused chain to beat numpy (measured).
-        if g.size == 0 or g.size < thr * (SINGLE_OP_FACTOR if len(g.ops) == 1 else 1):
+        # A lone op must be SINGLE_OP_FACTOR times larger than a fused chain to beat numpy (measured);
+        # an elementwise chain below the threshold runs as a serial kernel from the serial threshold.
+        if g.size == 0:
             continue
+        if len(g.ops) == 1:
+            if g.size < thr * SINGLE_OP_FACTOR:
+                continue
+        elif g.size < thr:
+            if g.spec.reduce is not None or g.size < sthr:
+                continue
+            g.serial = True
         groups[i] = g
         assigned.update(g.members)
         assigned.add(i)
@@ -324,8 +338,9 @@ def build_plan(tr: Trace) -> Plan:
     for s_idx, st in enumerate(steps):
         st.release = tuple(release.get(s_idx, ()))
         st.to_pool = tuple(to_pool.get(s_idx, ()))
+    owned = frozenset(r for r in roots if base[r] in groups)
     return Plan(steps, canon, list(tr.roots), [i for i in range(n) if is_val[i]], n,
-                list(groups.values()), folded, cse, dead)
+                list(groups.values()), folded, cse, dead, owned)
 
 
 def describe(plan: Plan, order: list[Node]) -> str:
@@ -337,6 +352,7 @@ def describe(plan: Plan, order: list[Node]) -> str:
         if st.kind == "kernel":
             g = st.group
             what = "reduce " if g.spec.reduce else ""
+            what += "serial " if g.serial else ""
             lines.append(f"  [{st.pos}] kernel {what}{'+'.join(g.ops)} over {list(g.shape)} "
                          f"({len(g.leaves)} inputs{', pooled output' if st.pooled else ''})")
         else:
