@@ -37,8 +37,12 @@ class GroupSpec:
     reduce: tuple | None  # (reduce op, input dtype, output dtype) or None
 
     def key(self) -> str:
-        """A deterministic text key (kernel file names, in-memory cache)."""
-        return repr((self.nodes, self.leaf_dtypes, self.param_kinds, self.reduce))
+        """A deterministic text key (kernel file names, in-memory cache); computed once per spec."""
+        k = self.__dict__.get("_key")
+        if k is None:
+            k = repr((self.nodes, self.leaf_dtypes, self.param_kinds, self.reduce))
+            object.__setattr__(self, "_key", k)
+        return k
 
 
 @dataclass

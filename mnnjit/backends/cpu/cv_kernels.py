@@ -16,6 +16,9 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numba as nb
 import numpy as np
+from llvmlite import ir
+from numba import types
+from numba.extending import intrinsic
 
 from ...ops.image_geometry import CV_BORDER_CONSTANT, CV_BORDER_REPLICATE, linear_taps, INTER_LINEAR
 
@@ -66,6 +69,53 @@ def n_chunks(work: int, per_chunk: int) -> int:
     return 1 if work < per_chunk else min(16, max(4, work // per_chunk))
 
 
+# ----------------------------------------------------------------------------- byte-level intrinsics
+@intrinsic
+def _load_u64(typingctx, arr, off):
+    """The 8 bytes ``arr[off:off + 8]`` of a uint8 array as one unaligned little-endian uint64 load
+    (``off``: uint64; the caller keeps ``off + 8`` within the array)."""
+    if not (isinstance(arr, types.Array) and arr.dtype == types.uint8 and off == types.uint64):
+        return None
+
+    def codegen(context, builder, sig, args):
+        a = context.make_array(sig.args[0])(context, builder, args[0])
+        ptr = builder.bitcast(builder.gep(a.data, [args[1]]), ir.IntType(64).as_pointer())
+        return builder.load(ptr, align=1)
+    return types.uint64(arr, off), codegen
+
+
+def _shuffle16(mask: list[int]):
+    """An intrinsic ``f(src, soff, dst, doff)``: ``dst[doff:doff + 16] = src[soff:soff + 16][mask]`` (uint8
+    arrays, uint64 offsets; one unaligned 16-byte load, one byte shuffle, one store). The caller keeps both
+    ranges inside the arrays and rewrites the bytes the mask fills with junk."""
+    mask = list(mask)
+
+    @intrinsic
+    def shuffle(typingctx, src, soff, dst, doff):
+        if not (isinstance(src, types.Array) and isinstance(dst, types.Array) and src.dtype == types.uint8
+                and dst.dtype == types.uint8 and soff == types.uint64 and doff == types.uint64):
+            return None
+
+        def codegen(context, builder, sig, args):
+            s = context.make_array(sig.args[0])(context, builder, args[0])
+            d = context.make_array(sig.args[2])(context, builder, args[2])
+            vt = ir.VectorType(ir.IntType(8), 16)
+            v = builder.load(builder.bitcast(builder.gep(s.data, [args[1]]), vt.as_pointer()), align=1)
+            m = ir.Constant(ir.VectorType(ir.IntType(32), 16), mask)
+            builder.store(builder.shuffle_vector(v, v, m),
+                          builder.bitcast(builder.gep(d.data, [args[3]]), vt.as_pointer()), align=1)
+            return context.get_dummy_value()
+        return types.void(src, soff, dst, doff), codegen
+    return shuffle
+
+
+#: Reverses the bytes of five 3-byte pixels (byte 15 copied, to be rewritten).
+_swap5px = _shuffle16([2, 1, 0, 5, 4, 3, 8, 7, 6, 11, 10, 9, 14, 13, 12, 15])
+#: Four 4-byte pixels -> four 3-byte pixels (bytes 12-15 junk, to be rewritten).
+_pack4to3 = _shuffle16([0, 1, 2, 4, 5, 6, 8, 9, 10, 12, 13, 14, 15, 15, 15, 15])
+_M8 = np.uint64(0xff)
+
+
 # ----------------------------------------------------------------------------- resize
 @nb.njit(**_SERIAL)
 def _resize_linear_u8(src, xo0, xo1, a0, a1, yi, by, out, y0, y1):
@@ -81,13 +131,72 @@ def _resize_linear_u8(src, xo0, xo1, a0, a1, yi, by, out, y0, y1):
         b0 = by[dy, 0]
         b1 = by[dy, 1]
         orow = out[dy]
+        for j in range(n):  # every step narrowed to int32: Numba widens to int64, which AVX2 cannot shift
+            h0[j] = np.int32(np.int32(np.int32(s0[xo0[j]]) * a0[j] + np.int32(s0[xo1[j]]) * a1[j]) >> 4)
         for j in range(n):
-            h0[j] = (np.int32(s0[xo0[j]]) * a0[j] + np.int32(s0[xo1[j]]) * a1[j]) >> 4
+            h1[j] = np.int32(np.int32(np.int32(s1[xo0[j]]) * a0[j] + np.int32(s1[xo1[j]]) * a1[j]) >> 4)
         for j in range(n):
-            h1[j] = (np.int32(s1[xo0[j]]) * a0[j] + np.int32(s1[xo1[j]]) * a1[j]) >> 4
-        for j in range(n):
-            v = (((h0[j] * b0) >> 16) + ((h1[j] * b1) >> 16) + 2) >> 2
-            orow[j] = min(max(v, 0), 255)
+            v = np.int32(np.int32(np.int32(np.int32(h0[j] * b0) >> 16) + np.int32(np.int32(h1[j] * b1) >> 16) + 2) >> 2)
+            orow[j] = np.uint8(min(max(v, np.int32(0)), np.int32(255)))
+
+
+@nb.njit(**_SERIAL)
+def _resize_linear_u8c3(src, xo, wa, wb, nsafe, yi, by, out, y0, y1):
+    """Rows [y0, y1) of the same fixed-point bilinear resize for 3-channel images, per output pixel: one
+    unaligned 8-byte load per source row holds the left and right pixels (byte offset xo[x]; the right pixel
+    is always the next one, edge pixels use weights (0, 2048)); the arithmetic then runs vectorised over
+    pixels with the channels in uint64 lanes, and four-byte results are packed to three with byte shuffles.
+    Pixels from ``nsafe`` on read their six bytes one by one (an 8-byte load would pass the row end)."""
+    ow = xo.shape[0]
+    st0 = np.empty(ow, np.uint64)
+    st1 = np.empty(ow, np.uint64)
+    tmp = np.empty(ow, np.uint32)
+    tb = tmp.view(np.uint8)
+    for dy in range(y0, y1):
+        s0 = src[yi[dy, 0]]
+        s1 = src[yi[dy, 1]]
+        b0 = np.int32(by[dy, 0])
+        b1 = np.int32(by[dy, 1])
+        for x in range(nsafe):
+            p = xo[x]
+            st0[x] = _load_u64(s0, p)
+            st1[x] = _load_u64(s1, p)
+        for x in range(nsafe, ow):
+            p = xo[x]
+            u = np.uint64(0)
+            v = np.uint64(0)
+            for k in range(6):
+                u |= np.uint64(s0[p + np.uint64(k)]) << np.uint64(8 * k)
+                v |= np.uint64(s1[p + np.uint64(k)]) << np.uint64(8 * k)
+            st0[x] = u
+            st1[x] = v
+        for x in range(ow):
+            u = st0[x]
+            v = st1[x]
+            a = wa[x]
+            b = wb[x]
+            r = np.uint32(0)
+            for k in range(3):
+                l0 = np.int32((u >> np.uint64(8 * k)) & _M8)
+                r0 = np.int32((u >> np.uint64(8 * k + 24)) & _M8)
+                l1 = np.int32((v >> np.uint64(8 * k)) & _M8)
+                r1 = np.int32((v >> np.uint64(8 * k + 24)) & _M8)
+                h0 = np.int32(np.int32(l0 * a + r0 * b) >> 4)
+                h1 = np.int32(np.int32(l1 * a + r1 * b) >> 4)
+                t = np.int32(np.int32(np.int32(np.int32(h0 * b0) >> 16) + np.int32(np.int32(h1 * b1) >> 16) + 2) >> 2)
+                t = min(max(t, np.int32(0)), np.int32(255))
+                r |= np.uint32(t) << np.uint32(8 * k)
+            tmp[x] = r
+        orow = out[dy]
+        i = 0
+        while 3 * i + 16 <= 3 * ow:
+            _pack4to3(tb, np.uint64(4 * i), orow, np.uint64(3 * i))
+            i += 4
+        while i < ow:
+            orow[3 * i] = tb[4 * i]
+            orow[3 * i + 1] = tb[4 * i + 1]
+            orow[3 * i + 2] = tb[4 * i + 2]
+            i += 1
 
 
 @nb.njit(**_SERIAL)
@@ -120,6 +229,24 @@ def _flat_taps(w: int, ow: int, scale: float, c: int):
 
 
 @functools.lru_cache(maxsize=64)
+def _pixel_taps(w: int, ow: int, scale: float):
+    """Per output pixel of a 3-channel row resize (w >= 2): byte offset of the left source pixel, the 11-bit
+    weights of the left and right pixels (the right one is always the next pixel: at the right edge the pair
+    moves one pixel left with weights (0, 2048), the same value), and how many leading pixels can be read
+    with one 8-byte load without passing the row end."""
+    xi, ax = _taps(w, ow, scale, True)
+    left = xi[:, 0].astype(np.int64)
+    wa = ax[:, 0].astype(np.int32)
+    wb = ax[:, 1].astype(np.int32)
+    edge = xi[:, 1] == xi[:, 0]
+    left[edge] = np.maximum(left[edge] - 1, 0)
+    wa[edge], wb[edge] = 0, 2048
+    xo = (left * 3).astype(np.uint64)
+    nsafe = int(np.count_nonzero(xo + 8 <= w * 3))  # xo is non-decreasing
+    return xo, wa, wb, nsafe
+
+
+@functools.lru_cache(maxsize=64)
 def _taps(n_in: int, n_out: int, scale: float, fixed: bool):
     idx, w = linear_taps(n_in, n_out, scale, INTER_LINEAR)
     if fixed:
@@ -136,8 +263,12 @@ def resize_linear(x: np.ndarray, oh: int, ow: int, sy: float, sx: float) -> np.n
     xi, ax = _taps(w, ow, float(sx), u8)
     x = np.ascontiguousarray(x)
     out = np.empty((oh, ow, c), np.uint8 if u8 else np.float32)
-    chunks = n_chunks(oh * ow * c * 8, 1 << 21)
-    if u8:
+    chunks = n_chunks(oh * ow * c * 8, 1 << 19)
+    if u8 and c == 3 and w >= 2:
+        xo, wa, wb, nsafe = _pixel_taps(w, ow, float(sx))
+        run_rows(_resize_linear_u8c3, (x.reshape(h, w * c), xo, wa, wb, nsafe, yi, by, out.reshape(oh, ow * c)),
+                 oh, chunks)
+    elif u8:
         xo0, xo1, a0, a1 = _flat_taps(w, ow, float(sx), c)
         run_rows(_resize_linear_u8, (x.reshape(h, w * c), xo0, xo1, a0, a1, yi, by, out.reshape(oh, ow * c)),
                  oh, chunks)
@@ -251,45 +382,20 @@ def warp_affine_linear_u8(x: np.ndarray, M: tuple, oh: int, ow: int, border: int
 
 # ----------------------------------------------------------------------------- cvtColor
 @nb.njit(**_SERIAL)
-def _swap_words(w, o, n):
-    """BGR <-> RGB on n 4-pixel groups held in three uint32 words (b0 g0 r0 b1 | g1 r1 b2 g2 | r2 b3 g3 r3)."""
-    for g in range(n):
-        i = 3 * g
-        w0 = w[i]
-        w1 = w[i + 1]
-        w2 = w[i + 2]
-        o[i] = ((w0 >> 16) & 0xff) | (w0 & 0xff00) | ((w0 & 0xff) << 16) | (((w1 >> 8) & 0xff) << 24)
-        o[i + 1] = (w1 & 0xff) | (((w0 >> 24) & 0xff) << 8) | ((w2 & 0xff) << 16) | (w1 & 0xff000000)
-        o[i + 2] = ((w1 >> 16) & 0xff) | (((w2 >> 24) & 0xff) << 8) | (w2 & 0xff0000) | (((w2 >> 8) & 0xff) << 24)
-
-
-@nb.njit(**_SERIAL)
-def _swap_words64(w, o, n):
-    """BGR <-> RGB on n 8-pixel groups held in three uint64 words (byte k of a group at bit 8*(k % 8)).
-    (A loop from 0 to n: LLVM vectorises it; a loop over range(g0, g1) it does not.)"""
-    M = np.uint64(0xff)
-    for g in range(n):
-        i = 3 * g
-        a = w[i]
-        b = w[i + 1]
-        c = w[i + 2]
-        o[i] = (((a >> np.uint64(16)) & M) | (a & (M << np.uint64(8))) | ((a & M) << np.uint64(16))
-                | (((a >> np.uint64(40)) & M) << np.uint64(24)) | (a & (M << np.uint64(32)))
-                | (((a >> np.uint64(24)) & M) << np.uint64(40)) | ((b & M) << np.uint64(48))
-                | (a & (M << np.uint64(56))))
-        o[i + 1] = (((a >> np.uint64(48)) & M) | (((b >> np.uint64(24)) & M) << np.uint64(8))
-                    | (b & (M << np.uint64(16))) | (((b >> np.uint64(8)) & M) << np.uint64(24))
-                    | (((b >> np.uint64(48)) & M) << np.uint64(32)) | (b & (M << np.uint64(40)))
-                    | (((b >> np.uint64(32)) & M) << np.uint64(48)) | (((c >> np.uint64(8)) & M) << np.uint64(56)))
-        o[i + 2] = ((c & M) | (((b >> np.uint64(56)) & M) << np.uint64(8)) | (((c >> np.uint64(32)) & M) << np.uint64(16))
-                    | (c & (M << np.uint64(24))) | (((c >> np.uint64(16)) & M) << np.uint64(32))
-                    | (((c >> np.uint64(56)) & M) << np.uint64(40)) | (c & (M << np.uint64(48)))
-                    | (((c >> np.uint64(40)) & M) << np.uint64(56)))
-
-
-@nb.njit(**_SERIAL)
-def _swap_block(w, o, g0, g1):
-    _swap_words64(w[3 * g0:3 * g1], o[3 * g0:3 * g1], g1 - g0)
+def _swap_pixels(src, dst, p0, p1):
+    """BGR <-> RGB of pixels [p0, p1) of flat 3-channel uint8 data: 10 pixels per step as two byte shuffles.
+    Writes stay inside the range (the 16th byte of a shuffle is rewritten by the next one or the tail)."""
+    off = 3 * p0
+    end = 3 * p1
+    while off + 31 <= end:
+        _swap5px(src, np.uint64(off), dst, np.uint64(off))
+        _swap5px(src, np.uint64(off + 15), dst, np.uint64(off + 15))
+        off += 30
+    while off < end:
+        dst[off] = src[off + 2]
+        dst[off + 1] = src[off + 1]
+        dst[off + 2] = src[off]
+        off += 3
 
 
 @nb.njit(**_SERIAL)
@@ -349,17 +455,12 @@ def cvt_color(x: np.ndarray, code: int) -> np.ndarray:
     from ...ops.image_color import GRAY_FROM, GRAY_TO, SWAP
     x = np.ascontiguousarray(x)
     h, w = x.shape[:2]
-    chunks = n_chunks(x.size, 1 << 24)
+    chunks = n_chunks(x.size, 1 << 20)
     if code in SWAP:
         scn, dcn, swap, _ = SWAP[code]
         out = np.empty((h, w, dcn), np.uint8)
-        if scn == 3 and dcn == 3 and swap and (h * w) % 8 == 0:
-            words, o = x.reshape(-1).view(np.uint64), out.reshape(-1).view(np.uint64)
-            run_rows(_swap_block, (words, o), words.size // 3, chunks)
-            return out
-        if scn == 3 and dcn == 3 and swap and (h * w) % 4 == 0:
-            words, o = x.reshape(-1).view(np.uint32), out.reshape(-1).view(np.uint32)
-            _swap_words(words, o, words.size // 3)
+        if scn == 3 and dcn == 3 and swap:
+            run_rows(_swap_pixels, (x.reshape(-1), out.reshape(-1)), h * w, chunks)
             return out
         order = np.array([2, 1, 0] if swap else [0, 1, 2], np.int64)
         _swap_rows(x, out, order, scn == 4, 0, h)
@@ -475,7 +576,7 @@ def sep_filter_u8(x: np.ndarray, kx, ky, anchor, border: int, delta: float, dtyp
     src = np.ascontiguousarray(x).reshape(h, w * c)
     res = np.empty((h, w, c), dtype)
     out = res.reshape(h, w * c)
-    chunks = n_chunks(x.size * (len(kxa) + len(kya)), 1 << 25)
+    chunks = n_chunks(x.size * (len(kxa) + len(kya)), 1 << 23)
     run_rows(_sep_chunk, (src, xidx, ax, kxa, yidx, kya, c, use_fixed, np.float32(delta), dtype == np.uint8, out),
              h, chunks)
     return res
