@@ -295,3 +295,26 @@ def test_imageprocess_convert_into_tensor_like():
     p.convert(img.ravel().tolist(), 20, 16, 0, t)
     assert t.data.shape == (1, 3, 8, 10)
     assert np.allclose(t.data[0].transpose(1, 2, 0), img[::2, ::2])
+
+
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+
+@settings(max_examples=40, deadline=None)
+@given(h=st.integers(2, 90), w=st.integers(2, 700), oh=st.integers(1, 90), ow=st.integers(1, 700),
+       angle=st.floats(-180, 180), scale=st.floats(0.3, 3.0), border=st.sampled_from([0, 1]),
+       seed=st.integers(0, 99))
+def test_three_channel_kernels_equal_reference(h, w, oh, ow, angle, scale, border, seed):
+    """The 3-channel resize, warpAffine (several output tiles when wide) and BGR<->RGB kernels (8-byte
+    pixel-pair loads, byte shuffles, edge and border pixels) return exactly what the op references return."""
+    from mnnjit.backends.cpu import cv_kernels as K
+    from mnnjit.ops import registry
+    rng = np.random.default_rng(seed)
+    x = rng.integers(0, 256, (h, w, 3)).astype(np.uint8)
+    attrs = {"size": (oh, ow), "interp": 1, "scale": (h / oh, w / ow)}
+    assert np.array_equal(K.resize_linear(x, oh, ow, h / oh, w / ow), registry.get("resize_image").ref([x], attrs))
+    M = tuple(cv2.invertAffineTransform(cv2.getRotationMatrix2D((w / 2, h / 2), angle, scale)).ravel())
+    attrs = {"M": M, "size": (oh, ow), "interp": 1, "border": border, "value": (7, 200, 31)}
+    got = K.warp_affine_linear_u8(x, M, oh, ow, border, (7, 200, 31))
+    assert np.array_equal(got, registry.get("warp_affine").ref([x], attrs))
+    assert np.array_equal(K.cvt_color(x, cv.COLOR_BGR2RGB), x[..., ::-1])
