@@ -42,13 +42,18 @@ def make_image(path: str) -> np.ndarray:
 
 
 def interleaved(fns: dict, repeat: int) -> dict[str, float]:
-    """Best-of-``repeat`` milliseconds of each function, calling them in turn (fair under changing load)."""
+    """Best-of-``repeat`` milliseconds of each function, calling them in turn (fair under changing load).
+
+    The order rotates every round: the call that follows a cache-flushing one (numpy's 12 ms channel swap)
+    runs on a cold cache, and the next one reads the same image warm, so a fixed order favours one side.
+    """
     for f in fns.values():
         f()
         f()
     best = {k: float("inf") for k in fns}
-    for _ in range(repeat):
-        for k, f in fns.items():
+    items = list(fns.items())
+    for r in range(repeat):
+        for k, f in items[r % len(items):] + items[:r % len(items)]:
             t = time.perf_counter()
             f()
             best[k] = min(best[k], time.perf_counter() - t)

@@ -40,27 +40,41 @@ def _pool():
 
 def run_rows(kernel, args: tuple, n_rows: int, chunks: int) -> None:
     """Run ``kernel(*args, y0, y1)`` (a nogil Numba function) over row blocks on the calling thread and a
-    small thread pool. Blocks are taken dynamically, so a descheduled thread on a busy machine delays
-    nothing (a static OpenMP split waits for it)."""
+    small thread pool. Blocks are taken dynamically and the caller waits only for blocks a worker has
+    started, never for a worker to be scheduled: on a busy machine a late worker finds nothing left and
+    the call costs what the serial loop costs (a static OpenMP split, or waiting for the pool's tasks,
+    waits for the descheduled thread)."""
     if chunks <= 1:
         kernel(*args, 0, n_rows)
         return
     step = max(1, (n_rows + chunks - 1) // chunks)
-    blocks = iter(range(0, n_rows, step))
+    starts = list(range(0, n_rows, step))
     lock = threading.Lock()
+    done = threading.Event()
+    state = {"next": 0, "left": len(starts), "error": None}
 
     def work():
         while True:
             with lock:
-                y0 = next(blocks, None)
-            if y0 is None:
-                return
-            kernel(*args, y0, min(n_rows, y0 + step))
+                k = state["next"]
+                if k >= len(starts):
+                    return
+                state["next"] = k + 1
+            try:
+                kernel(*args, starts[k], min(n_rows, starts[k] + step))
+            except BaseException as exc:  # reported by the caller
+                state["error"] = exc
+            with lock:
+                state["left"] -= 1
+                if state["left"] == 0:
+                    done.set()
     pool = _pool()
-    futs = [pool.submit(work) for _ in range(pool._max_workers)]
+    for _ in range(pool._max_workers):
+        pool.submit(work)
     work()
-    for f in futs:
-        f.result()
+    done.wait()
+    if state["error"] is not None:
+        raise state["error"]
 
 
 def n_chunks(work: int, per_chunk: int) -> int:
