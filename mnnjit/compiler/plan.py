@@ -269,7 +269,7 @@ def build_plan(tr: Trace) -> Plan:
     folded = 0
     thr = config.threshold()
     sthr = config.serial_threshold()
-    fold_limit = min(FOLD_LIMIT, thr)
+    fold_limit = min(FOLD_LIMIT, sthr)  # sthr <= thr
     for i in range(n):
         if live[i] and not is_val[i] and work_size(order[i]) < fold_limit:
             small[i] = True

@@ -192,8 +192,17 @@ class CPUBackend(Backend):
             nb, bs = 1, shp[-1]
         else:
             nb, bs = _blocks(outer, shp[-1], jit.get_num_threads())
-        modes_t = tuple(modes)
         flats, offs = zip(*[_readonly_flat(a) for a in arrs])
+        if inner:  # channel-reversed and per-channel leaves get their own access modes
+            rev = out_st[:-1] + [-1]
+            for k, st in zip(gidx, csts[1:]):
+                if modes[k] != "g":
+                    continue
+                if st == rev and offs[k] == inner - 1:
+                    modes[k] = "v"
+                elif st[-1] == 1 and not any(st[:-1]) and offs[k] == 0:
+                    modes[k] = "j"
+        modes_t = tuple(modes)
         kern = jit.get_kernel(spec.key() + f"|nd{ndim}{modes_t}{'' if parallel else '|serial'}|i{inner}",
                               lambda: codegen.gen_strided(spec, modes_t, ndim, parallel=parallel, inner=inner))
         if kern(*flats, outf, np.array(shp, np.int64), st_arr, np.array(offs, np.int64), nb, bs,

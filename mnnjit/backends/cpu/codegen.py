@@ -239,8 +239,11 @@ def gen_strided(spec: GroupSpec, modes: tuple, ndim: int, cache: bool = True, pa
     element strides, 0 on broadcast axes, negative on reversed axes), ``off`` (int64[nleaves], the element
     offset of index 0 in each leaf's flat view: non-zero when a stride is negative), ``nb``/``bs`` (the
     innermost axis is split into ``nb`` blocks of ``bs`` so that even a 1-d strided loop runs in parallel),
-    then the parameters (``nb`` must be 1 for serial or ``inner`` kernels). ``parallel=False``: a serial loop. ``inner > 0``: the innermost extent is that
-    literal (small channel axes; the loop is unrolled and the outer loop vectorises).
+    then the parameters (``nb`` must be 1 for serial or ``inner`` kernels). ``parallel=False``: a serial loop.
+    ``inner > 0``: the innermost extent is that literal (small channel axes): the element loop is written
+    out and the outer loop vectorises; two more leaf modes exist then: ``v`` (contiguous with the output
+    but the innermost axis reversed, an image's ``[..., ::-1]``) and ``j`` (varying along the innermost
+    axis only, per-channel constants: loaded once before the loop).
     """
     xs = "".join(f"x{k}, " for k in range(len(modes)))
     out_codec = CODECS[spec.nodes[-1][1]]
@@ -282,9 +285,27 @@ def gen_strided(spec: GroupSpec, modes: tuple, ndim: int, cache: bool = True, pa
             src.append(f"        b{k} = z{k}{terms}")
         if m == "r":  # constant along the innermost axis: one load per row
             src.append(f"        r{k} = {CODECS[spec.leaf_dtypes[k]].load(f'x{k}', f'np.uint64(b{k})')}")
-    if inner:
-        src += ["        ob = o * inner",
-                f"        for j in range({inner}):"]
+    if inner:  # the innermost axis written out element by element (j literal)
+        for k, m in enumerate(modes):
+            if m == "j":  # a per-channel vector: loaded once, before the loop
+                pos = src.index("    for o in " + ("prange" if parallel else "range") + "(outer):")
+                src[pos:pos] = [f"    h{k}_{jj} = {CODECS[spec.leaf_dtypes[k]].load(f'x{k}', str(jj))}"
+                                for jj in range(inner)]
+        src.append("        ob = o * inner")
+        for jj in range(inner):
+            def idx(k: int, m: str, jj: int = jj) -> str:
+                if m == "c":
+                    return f"np.uint64(ob + {jj})"
+                if m == "v":  # contiguous with the innermost axis reversed
+                    return f"np.uint64(ob + {inner - 1 - jj})"
+                return f"np.uint64(b{k} + {jj} * sl{k})"
+            names, loads = _loads(spec, modes, idx, "        ")
+            names = [f"h{k}_{jj}" if m == "j" else nm for k, (nm, m) in enumerate(zip(names, modes))]
+            loads = [ln for ln, k in zip(loads, [k for k, m in enumerate(modes) if m not in ("s", "r")])
+                     if modes[k] != "j"]
+            body, lastv = _body_exprs(spec, names, "        ")
+            src += loads + body + ["        " + out_codec.store("out", f"np.uint64(ob + {jj})", lastv)]
+        return "\n".join(src) + "\n"
     elif not parallel:
         src += ["        ob = o * inner",
                 "        for j in range(inner):"]
