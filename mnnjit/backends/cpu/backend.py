@@ -159,7 +159,19 @@ class CPUBackend(Backend):
             if kern(*[_flat(a) for a in inputs], outf, out.size, *g.params) is jit.BROKEN:
                 return None
             return out
-        # strided: broadcast strides per leaf, collapse with the output's contiguous strides
+        # strided: the layout (kernel, collapsed shape, strides, offsets) depends only on the leaves' shapes,
+        # strides and dtypes, so it is computed once per layout and group
+        lkey = (tuple((a.shape, a.strides, a.dtype.char) for a in inputs),
+                jit.get_num_threads() if parallel else 0)
+        launch = g.__dict__.setdefault("_launch", {})
+        hit = launch.get(lkey)
+        if hit is not None:
+            kern, shp_a, st_arr, off_a, nb, bs = hit
+            if kern(*[_readonly_flat(a)[0] for a in inputs], outf, shp_a, st_arr, off_a, nb, bs,
+                    *g.params) is jit.BROKEN:
+                return None
+            return out
+        copied = False
         arrs = []
         sts = []
         for a, m in zip(inputs, modes):
@@ -168,6 +180,7 @@ class CPUBackend(Backend):
                 if st is None:
                     a = np.ascontiguousarray(a)
                     st = _elem_strides(a, shape)
+                    copied = True
                 sts.append(st)
             arrs.append(a)
         gidx = [k for k, m in enumerate(modes) if m == "g"]
@@ -191,7 +204,7 @@ class CPUBackend(Backend):
         if inner or not parallel:
             nb, bs = 1, shp[-1]
         else:
-            nb, bs = _blocks(outer, shp[-1], jit.get_num_threads())
+            nb, bs = _blocks(outer, shp[-1], lkey[1])
         flats, offs = zip(*[_readonly_flat(a) for a in arrs])
         if inner:  # channel-reversed and per-channel leaves get their own access modes
             rev = out_st[:-1] + [-1]
@@ -205,8 +218,12 @@ class CPUBackend(Backend):
         modes_t = tuple(modes)
         kern = jit.get_kernel(spec.key() + f"|nd{ndim}{modes_t}{'' if parallel else '|serial'}|i{inner}",
                               lambda: codegen.gen_strided(spec, modes_t, ndim, parallel=parallel, inner=inner))
-        if kern(*flats, outf, np.array(shp, np.int64), st_arr, np.array(offs, np.int64), nb, bs,
-                *g.params) is jit.BROKEN:
+        shp_a, off_a = np.array(shp, np.int64), np.array(offs, np.int64)
+        if not copied:
+            if len(launch) >= 8:
+                launch.clear()
+            launch[lkey] = (kern, shp_a, st_arr, off_a, nb, bs)
+        if kern(*flats, outf, shp_a, st_arr, off_a, nb, bs, *g.params) is jit.BROKEN:
             return None
         return out
 
