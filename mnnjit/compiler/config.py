@@ -23,7 +23,7 @@ DEFAULT_THRESHOLD = 524288
 
 #: Measured (benchmarks/compiler_threshold.py, docs/notes/compiler.md): from this many elements a fused
 #: chain run as one serial kernel (no thread team to wake) beats numpy running its ops one by one.
-DEFAULT_SERIAL_THRESHOLD = 32768
+DEFAULT_SERIAL_THRESHOLD = 65536
 
 _threshold: int | None = None
 _serial: int | None = None
