@@ -60,6 +60,7 @@ class Group:
     out_dtype: np.dtype | None = None
     ops: list[str] = field(default_factory=list)
     serial: bool = False         # below the compile threshold: a serial kernel (no thread team)
+    producer: object = None      # a fused producer of one leaf (compiler/producers.py), or None
 
     @property
     def size(self) -> int:

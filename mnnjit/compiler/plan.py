@@ -27,6 +27,7 @@ from ..graph import Node, topo_order
 from ..ops import registry
 from . import config
 from .fusion import Group, build_group, duplicable
+from .producers import find_producer
 
 #: Nodes with fewer elements than this (output and largest input) never join a kernel group
 #: (they are folded on the reference path first).
@@ -202,6 +203,11 @@ class Plan:
     def _run_group_ref(self, g: Group, order: list[Node], vals: list) -> np.ndarray:
         from ..backends.reference import compute_node
         local = {}
+        if g.producer is not None:  # the fused producer chain first (its steps were dropped from the plan)
+            for m in g.producer.chain:
+                node = order[m]
+                args = [local[q] if q in local else vals[q] for q in node_inputs(order, m, self)]
+                local[m] = compute_node(node, args)
         for m in g.members + ([g.root] if g.spec.reduce else []):
             node = order[m]
             args = [local[q] if q in local else vals[q] for q in node_inputs(order, m, self)]
@@ -299,6 +305,15 @@ def build_plan(tr: Trace) -> Plan:
         groups[i] = g
         assigned.update(g.members)
         assigned.add(i)
+    # 4b. producer fusion (producers.py): a resize feeding only a mid-size group is computed inside it
+    for g in groups.values():
+        if g.serial:
+            prod = find_producer(g, order, cin, consumers, roots, leafish)
+            if prod is not None:
+                g.producer = prod
+                g.leaves[prod.leaf] = cin[prod.chain[0]][0]
+                g.ops = [order[prod.chain[0]].op] + g.ops
+                assigned.update(prod.chain)
     # 5. steps and the memory plan
     steps: list[Step] = []
     base = list(range(n))

@@ -96,3 +96,43 @@ def test_serial_threshold_dispatch():
     finally:
         compiler.set_serial_threshold(None)
         compiler.set_threshold(prev)
+
+
+@settings(max_examples=30, deadline=None)
+@given(h=st.integers(2, 40), w=st.integers(2, 40), oh=st.integers(1, 30), ow=st.integers(1, 30),
+       flip=st.booleans(), per_channel=st.booleans(), exact=st.booleans(), seed=st.integers(0, 99))
+def test_resize_producer_fusion(h, w, oh, ow, flip, per_channel, exact, seed):
+    """``(resize(img)[..., ::-1].astype(float32) - mean) * scale`` runs as one kernel that resizes row by row
+    (compiler/producers.py); its values equal the reference path's (resize op reference, then numpy)."""
+    import mnnjit.cv as cv
+    from mnnjit.cv._common import image_var
+    rng = np.random.default_rng(seed)
+    img = rng.integers(0, 256, (h, w, 3)).astype(np.uint8)
+    mean = rng.uniform(0, 255, 3 if per_channel else 1).astype(np.float32)
+    scale = rng.uniform(0.001, 0.1, 3 if per_channel else 1).astype(np.float32)
+
+    def build():
+        x = cv.resize(image_var(img), (ow, oh), interpolation=cv.INTER_LINEAR_EXACT if exact else cv.INTER_LINEAR)
+        if flip:
+            x = x[..., ::-1]
+        return (x.astype(np.float32) - mean) * scale
+
+    with serial_only():
+        if (oh, ow) != (h, w):  # the same size is a copy, not a resize node
+            assert "kernel serial resize_image+cast+sub+mul" in compiler.explain(build())
+        expected, got = reference_and_compiled(build)
+    assert_ulp(expected, got, 0)
+
+
+def test_resize_producer_not_fused_when_resize_is_needed():
+    """A resize that is also a result (or feeds another consumer) stays its own step."""
+    import mnnjit.cv as cv
+    from mnnjit.cv._common import image_var
+    img = np.random.default_rng(0).integers(0, 256, (50, 60, 3)).astype(np.uint8)
+    with serial_only():
+        r = cv.resize(image_var(img), (20, 10))
+        y = (r[..., ::-1].astype(np.float32) - 1.0) * 2.0
+        z = r.astype(np.float32) + 1.0
+        text = compiler.explain(y, z)
+        assert "resize_image ->" in text and "kernel serial resize_image" not in text
+        np.testing.assert_array_equal(y.read(), (r.read()[..., ::-1].astype(np.float32) - 1) * 2)

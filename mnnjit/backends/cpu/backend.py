@@ -130,6 +130,13 @@ class CPUBackend(Backend):
         return f"cpu (numba, {jit.get_num_threads()} threads, cache {jit.kernel_dir()})"
 
     def run_group(self, group: Any, inputs: Sequence[np.ndarray], out: np.ndarray) -> np.ndarray:
+        if group.producer is not None:  # a fused resize (compiler/producers.py)
+            from .resize_group import resize_leaf, run_resize_group
+            res = run_resize_group(group, list(inputs), out)
+            if res is not None:
+                return res
+            inputs = list(inputs)
+            inputs[group.producer.leaf] = resize_leaf(group, inputs[group.producer.leaf])
         if group.spec.reduce is not None:
             return self._run_reduce(group, list(inputs), out)
         return self._run_elementwise(group, list(inputs), out)

@@ -172,9 +172,15 @@ def _resize_linear_u8c3(src, xo, wa, wb, nsafe, yi, by, out, y0, y1):
     pixels with the channels in uint64 lanes, and four-byte results are packed to three with byte shuffles.
     Pixels from ``nsafe`` on read their six bytes one by one (an 8-byte load would pass the row end)."""
     ow = xo.shape[0]
-    st0 = np.empty(ow, np.uint64)
-    st1 = np.empty(ow, np.uint64)
-    tmp = np.empty(ow, np.uint32)
+    _resize_rows_c3(src, xo, wa, wb, nsafe, yi, by, out, y0, y1, np.empty(ow, np.uint64), np.empty(ow, np.uint64),
+                    np.empty(ow, np.uint32))
+
+
+@nb.njit(**_SERIAL)
+def _resize_rows_c3(src, xo, wa, wb, nsafe, yi, by, out, y0, y1, st0, st1, tmp):
+    """``_resize_linear_u8c3`` with caller-provided scratch rows (``st0``, ``st1``: uint64[ow], ``tmp``:
+    uint32[ow]), for kernels that resize one row at a time."""
+    ow = xo.shape[0]
     tb = tmp.view(np.uint8)
     for dy in range(y0, y1):
         s0 = src[yi[dy, 0]]
