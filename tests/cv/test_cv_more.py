@@ -152,7 +152,7 @@ def test_cvmatrix_and_imageprocess():
     assert np.allclose(out, (img[..., ::-1].astype(np.float32) - [1, 2, 3]) * 0.5)
 
 
-@pytest.mark.parametrize("case", ["resize", "resize_f32", "gray", "swap", "swap4", "bgra", "warp", "warp_rep",
+@pytest.mark.parametrize("case", ["resize", "resize_f32", "gray", "swap", "swap4", "bgra", "rgbx", "warp", "warp_rep",
                                   "gauss", "sobel", "blur", "f2d", "f2d_f32", "erode", "dilate_const", "dilate_refl",
                                   "persp", "persp_rep", "remap", "remap_rep", "cubic", "cubic_f32", "lanczos",
                                   "area", "area_f32", "area_up", "area2", "area3", "hsv", "hsv_full"])
@@ -174,6 +174,7 @@ def test_kernels_equal_reference(case):
         "swap": ("cvt_color", [x[:, :152]], {"code": 4}),
         "swap4": ("cvt_color", [x[:, :153]], {"code": 4}),
         "bgra": ("cvt_color", [x], {"code": 2}),
+        "rgbx": ("cvt_color", [np.concatenate([x, x[..., :1]], -1)[:, :151]], {"code": 3}),
         "warp": ("warp_affine", [x], {"M": M, "size": (111, 140), "interp": 1, "border": 0, "value": (3, 4, 5)}),
         "warp_rep": ("warp_affine", [x], {"M": M, "size": (111, 140), "interp": 1, "border": 1, "value": (0,)}),
         "gauss": ("sep_filter", [x], {"kx": (0.0625, 0.25, 0.375, 0.25, 0.0625), "ky": (0.25, 0.5, 0.25),
@@ -318,3 +319,23 @@ def test_three_channel_kernels_equal_reference(h, w, oh, ow, angle, scale, borde
     got = K.warp_affine_linear_u8(x, M, oh, ow, border, (7, 200, 31))
     assert np.array_equal(got, registry.get("warp_affine").ref([x], attrs))
     assert np.array_equal(K.cvt_color(x, cv.COLOR_BGR2RGB), x[..., ::-1])
+
+
+def test_pillow_arrow_view_matches_and_outlives_the_image():
+    """The zero-copy Arrow view of a decoded RGB image holds R, G, B (+ padding) and keeps Pillow's storage
+    alive after the image object is dropped; other modes give None (the caller copies)."""
+    import gc
+    from PIL import Image
+    from mnnjit.cv._arrow import rgbx_view
+    rgb = np.random.default_rng(3).integers(0, 256, (37, 53, 3)).astype(np.uint8)
+    im = Image.fromarray(rgb)
+    view = rgbx_view(im)
+    if view is None:
+        pytest.skip("this Pillow has no Arrow export")
+    assert view.shape == (37, 53, 4) and not view.flags.writeable
+    del im
+    gc.collect()
+    np.testing.assert_array_equal(view[..., :3], rgb)
+    assert rgbx_view(Image.fromarray(rgb[..., 0])) is None
+    k = cv.cvtColor(image_var(np.ascontiguousarray(view)), cv.COLOR_RGBA2BGR).read()
+    np.testing.assert_array_equal(k, rgb[..., ::-1])

@@ -135,6 +135,9 @@ def _rint_small(v):
 
 #: Reverses the bytes of five 3-byte pixels (byte 15 copied, to be rewritten).
 _swap5px = _shuffle16([2, 1, 0, 5, 4, 3, 8, 7, 6, 11, 10, 9, 14, 13, 12, 15])
+#: Four 4-byte pixels -> four 3-byte pixels with the first and third bytes swapped (RGBX -> BGR; bytes 12-15
+#: junk, to be rewritten).
+_rgbx4_to_bgr = _shuffle16([2, 1, 0, 6, 5, 4, 10, 9, 8, 14, 13, 12, 15, 15, 15, 15])
 #: Four 4-byte pixels -> four 3-byte pixels (bytes 12-15 junk, to be rewritten).
 _pack4to3 = _shuffle16([0, 1, 2, 4, 5, 6, 8, 9, 10, 12, 13, 14, 15, 15, 15, 15])
 _M8 = np.uint64(0xff)
@@ -559,6 +562,21 @@ def _swap_pixels(src, dst, p0, p1):
 
 
 @nb.njit(**_SERIAL)
+def _rgbx_to_bgr_pixels(src, dst, p0, p1):
+    """Pixels [p0, p1) of flat 4-channel uint8 data to 3 channels with the first and third swapped (alpha
+    dropped): 4 pixels per byte shuffle, writes kept inside the range."""
+    i = p0
+    while i + 6 <= p1:
+        _rgbx4_to_bgr(src, np.uint64(4 * i), dst, np.uint64(3 * i))
+        i += 4
+    while i < p1:
+        dst[3 * i] = src[4 * i + 2]
+        dst[3 * i + 1] = src[4 * i + 1]
+        dst[3 * i + 2] = src[4 * i]
+        i += 1
+
+
+@nb.njit(**_SERIAL)
 def _swap_rows(src, out, order, alpha_src, y0, y1):
     h, w, dc = out.shape
     for y in range(y0, y1):
@@ -623,6 +641,9 @@ def cvt_color(x: np.ndarray, code: int) -> np.ndarray:
         out = np.empty((h, w, dcn), np.uint8)
         if scn == 3 and dcn == 3 and swap:
             run_rows(_swap_pixels, (x.reshape(-1), out.reshape(-1)), h * w, chunks)
+            return out
+        if scn == 4 and dcn == 3 and swap:
+            run_rows(_rgbx_to_bgr_pixels, (x.reshape(-1), out.reshape(-1)), h * w, chunks)
             return out
         order = np.array([2, 1, 0] if swap else [0, 1, 2], np.int64)
         _swap_rows(x, out, order, scn == 4, 0, h)
