@@ -143,6 +143,12 @@ def _encode(fmt: str, img: Any, params: Sequence[int] | None, out: Any) -> None:
     h, w = arr.shape[:2]
     if arr.ndim == 2:
         im = Image.frombuffer("L", (w, h), arr, "raw", "L", 0, 1)
+    elif arr.shape[2] == 3 and fmt == "JPEG":
+        # RGBX pixels (a byte-shuffle kernel) are Pillow's own layout: the image maps them without a copy
+        from ..ops import build as B
+        from ._color import cvt_node
+        rgbx = B.wrap(cvt_node(image_var(arr)._node, 2)).read_view()
+        im = Image.frombuffer("RGBX", (w, h), rgbx, "raw", "RGBX", 0, 1)
     elif arr.shape[2] == 3:
         im = Image.frombuffer("RGB", (w, h), arr, "raw", "BGR", 0, 1)
     else:

@@ -98,10 +98,11 @@ def _load_u64(typingctx, arr, off):
     return types.uint64(arr, off), codegen
 
 
-def _shuffle16(mask: list[int]):
+def _shuffle16(mask: list[int], fill: int = 0):
     """An intrinsic ``f(src, soff, dst, doff)``: ``dst[doff:doff + 16] = src[soff:soff + 16][mask]`` (uint8
-    arrays, uint64 offsets; one unaligned 16-byte load, one byte shuffle, one store). The caller keeps both
-    ranges inside the arrays and rewrites the bytes the mask fills with junk."""
+    arrays, uint64 offsets; one unaligned 16-byte load, one byte shuffle, one store); mask entries 16 and up
+    give the byte ``fill``. The caller keeps both ranges inside the arrays and rewrites the bytes the mask
+    fills with junk."""
     mask = list(mask)
 
     @intrinsic
@@ -116,7 +117,8 @@ def _shuffle16(mask: list[int]):
             vt = ir.VectorType(ir.IntType(8), 16)
             v = builder.load(builder.bitcast(builder.gep(s.data, [args[1]]), vt.as_pointer()), align=1)
             m = ir.Constant(ir.VectorType(ir.IntType(32), 16), mask)
-            builder.store(builder.shuffle_vector(v, v, m),
+            fv = ir.Constant(vt, [fill] * 16)
+            builder.store(builder.shuffle_vector(v, fv, m),
                           builder.bitcast(builder.gep(d.data, [args[3]]), vt.as_pointer()), align=1)
             return context.get_dummy_value()
         return types.void(src, soff, dst, doff), codegen
@@ -138,6 +140,8 @@ _swap5px = _shuffle16([2, 1, 0, 5, 4, 3, 8, 7, 6, 11, 10, 9, 14, 13, 12, 15])
 #: Four 4-byte pixels -> four 3-byte pixels with the first and third bytes swapped (RGBX -> BGR; bytes 12-15
 #: junk, to be rewritten).
 _rgbx4_to_bgr = _shuffle16([2, 1, 0, 6, 5, 4, 10, 9, 8, 14, 13, 12, 15, 15, 15, 15])
+#: Four 3-byte pixels -> four 4-byte pixels with the first and third bytes swapped and alpha 255 (BGR -> RGBA).
+_bgr4_to_rgba = _shuffle16([2, 1, 0, 16, 5, 4, 3, 16, 8, 7, 6, 16, 11, 10, 9, 16], 255)
 #: Four 4-byte pixels -> four 3-byte pixels (bytes 12-15 junk, to be rewritten).
 _pack4to3 = _shuffle16([0, 1, 2, 4, 5, 6, 8, 9, 10, 12, 13, 14, 15, 15, 15, 15])
 _M8 = np.uint64(0xff)
@@ -577,6 +581,22 @@ def _rgbx_to_bgr_pixels(src, dst, p0, p1):
 
 
 @nb.njit(**_SERIAL)
+def _bgr_to_rgba_pixels(src, dst, p0, p1):
+    """Pixels [p0, p1) of flat 3-channel uint8 data to 4 channels, first and third swapped, alpha 255: 4 pixels
+    per byte shuffle (reads stay inside the range)."""
+    i = p0
+    while i + 6 <= p1:
+        _bgr4_to_rgba(src, np.uint64(3 * i), dst, np.uint64(4 * i))
+        i += 4
+    while i < p1:
+        dst[4 * i] = src[3 * i + 2]
+        dst[4 * i + 1] = src[3 * i + 1]
+        dst[4 * i + 2] = src[3 * i]
+        dst[4 * i + 3] = 255
+        i += 1
+
+
+@nb.njit(**_SERIAL)
 def _swap_rows(src, out, order, alpha_src, y0, y1):
     h, w, dc = out.shape
     for y in range(y0, y1):
@@ -641,6 +661,9 @@ def cvt_color(x: np.ndarray, code: int) -> np.ndarray:
         out = np.empty((h, w, dcn), np.uint8)
         if scn == 3 and dcn == 3 and swap:
             run_rows(_swap_pixels, (x.reshape(-1), out.reshape(-1)), h * w, chunks)
+            return out
+        if scn == 3 and dcn == 4 and swap:
+            run_rows(_bgr_to_rgba_pixels, (x.reshape(-1), out.reshape(-1)), h * w, chunks)
             return out
         if scn == 4 and dcn == 3 and swap:
             run_rows(_rgbx_to_bgr_pixels, (x.reshape(-1), out.reshape(-1)), h * w, chunks)
