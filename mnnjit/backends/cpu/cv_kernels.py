@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import os
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 import numba as nb
@@ -81,6 +82,39 @@ def n_chunks(work: int, per_chunk: int) -> int:
     """How many parallel chunks ``work`` element-operations deserve (1 = run serially: Numba's thread
     team costs more than it saves on small images, and far more when the machine is oversubscribed)."""
     return 1 if work < per_chunk else min(16, max(4, work // per_chunk))
+
+
+_IDLE = {"t": -1.0, "ticks": None, "idle": 1.0}
+
+
+def idle_cpus() -> float:
+    """CPUs idle on average over the last interval of at least 0.1 s (from /proc/stat; the number of CPUs
+    when it cannot be read). Our own busy thread counts as busy."""
+    now = time.monotonic()
+    if now - _IDLE["t"] < 0.1:
+        return _IDLE["idle"]
+    try:
+        with open("/proc/stat", "rb") as f:
+            fields = [int(v) for v in f.readline().split()[1:9]]
+    except (OSError, ValueError):
+        return float(os.cpu_count() or 1)
+    prev = _IDLE["ticks"]
+    if prev is not None:
+        total = sum(fields) - sum(prev)
+        idle = fields[3] + fields[4] - prev[3] - prev[4]
+        if total > 0:
+            _IDLE["idle"] = (os.cpu_count() or 1) * idle / total
+    _IDLE["ticks"], _IDLE["t"] = fields, now
+    return _IDLE["idle"]
+
+
+def n_chunks_if_idle(work: int, per_chunk: int) -> int:
+    """``n_chunks`` for memory-bound passes, which a second thread speeds up only when a CPU is idle: on the
+    shared 2-vCPU machine, busy, the hand-off cost more than it saved (1080p gray 0.92 ms serial vs 1.05 ms
+    in blocks, BGR->RGB 0.56 vs 0.58-0.60, resize to 224 0.25 vs 0.35), while OpenCV's two threads halve
+    these passes when a CPU is free (docs/notes/cv.md)."""
+    n = n_chunks(work, per_chunk)
+    return n if n > 1 and idle_cpus() >= 0.5 else 1
 
 
 # ----------------------------------------------------------------------------- byte-level intrinsics
@@ -300,7 +334,8 @@ def resize_linear(x: np.ndarray, oh: int, ow: int, sy: float, sx: float) -> np.n
     xi, ax = _taps(w, ow, float(sx), u8)
     x = np.ascontiguousarray(x)
     out = np.empty((oh, ow, c), np.uint8 if u8 else np.float32)
-    chunks = n_chunks(oh * ow * c * 8, 1 << 21)  # 224x224 outputs run serially: a thread hand-off costs more
+    work = oh * ow * c * 8
+    chunks = n_chunks(work, 1 << 21) if work >= 1 << 23 else n_chunks_if_idle(work, 1 << 19)
     if u8 and c == 3 and w >= 2:
         xo, wa, wb, nsafe = _pixel_taps(w, ow, float(sx))
         run_rows(_resize_linear_u8c3, (x.reshape(h, w * c), xo, wa, wb, nsafe, yi, by, out.reshape(oh, ow * c)),
@@ -653,9 +688,7 @@ def cvt_color(x: np.ndarray, code: int) -> np.ndarray:
     from ...ops.image_color import GRAY_FROM, GRAY_TO, SWAP
     x = np.ascontiguousarray(x)
     h, w = x.shape[:2]
-    # memory-bound passes: on this 2-vCPU machine a second thread gained nothing on 1080p under load
-    # (gray 0.92 ms serial vs 1.05 ms in 2-5 blocks, swap 0.56 vs 0.58-0.60), so 1080p runs serially
-    chunks = n_chunks(x.size, 1 << 23)
+    chunks = n_chunks_if_idle(x.size, 1 << 20)  # memory-bound passes
     if code in SWAP:
         scn, dcn, swap, _ = SWAP[code]
         out = np.empty((h, w, dcn), np.uint8)
