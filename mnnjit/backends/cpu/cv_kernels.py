@@ -692,8 +692,8 @@ def cvt_color(x: np.ndarray, code: int) -> np.ndarray:
     if code in SWAP:
         scn, dcn, swap, _ = SWAP[code]
         out = np.empty((h, w, dcn), np.uint8)
-        if scn == 3 and dcn == 3 and swap:
-            run_rows(_swap_pixels, (x.reshape(-1), out.reshape(-1)), h * w, chunks)
+        if scn == 3 and dcn == 3 and swap:  # byte shuffles: a second thread did not gain, idle or busy
+            _swap_pixels(x.reshape(-1), out.reshape(-1), 0, h * w)
             return out
         if scn == 3 and dcn == 4 and swap:
             run_rows(_bgr_to_rgba_pixels, (x.reshape(-1), out.reshape(-1)), h * w, chunks)
