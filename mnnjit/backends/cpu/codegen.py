@@ -194,14 +194,17 @@ def _param_list(spec: GroupSpec) -> str:
     return "".join(f", p{k}" for k in range(len(spec.param_kinds)))
 
 
-def _loads(spec: GroupSpec, modes: tuple, idx_of, ind: str) -> tuple[list[str], list[str]]:
-    """Per-element leaf loads for non-scalar leaves; scalar leaves are hoisted by the caller."""
+def _loads(spec: GroupSpec, modes: tuple, idx_of, ind: str, jj: int = 0) -> tuple[list[str], list[str]]:
+    """Per-element leaf loads for non-scalar leaves; scalar (``s``), per-row (``r``) and per-channel (``j``,
+    element ``jj``) leaves are hoisted by the caller."""
     names, lines = [], []
     for k, mode in enumerate(modes):
         if mode == "s":
             names.append(f"s{k}")
         elif mode == "r":
             names.append(f"r{k}")
+        elif mode == "j":
+            names.append(f"h{k}_{jj}")
         else:
             names.append(f"a{k}")
             lines.append(f"{ind}a{k} = {CODECS[spec.leaf_dtypes[k]].load(f'x{k}', idx_of(k, mode))}")
@@ -299,10 +302,7 @@ def gen_strided(spec: GroupSpec, modes: tuple, ndim: int, cache: bool = True, pa
                 if m == "v":  # contiguous with the innermost axis reversed
                     return f"np.uint64(ob + {inner - 1 - jj})"
                 return f"np.uint64(b{k} + {jj} * sl{k})"
-            names, loads = _loads(spec, modes, idx, "        ")
-            names = [f"h{k}_{jj}" if m == "j" else nm for k, (nm, m) in enumerate(zip(names, modes))]
-            loads = [ln for ln, k in zip(loads, [k for k, m in enumerate(modes) if m not in ("s", "r")])
-                     if modes[k] != "j"]
+            names, loads = _loads(spec, modes, idx, "        ", jj)
             body, lastv = _body_exprs(spec, names, "        ")
             src += loads + body + ["        " + out_codec.store("out", f"np.uint64(ob + {jj})", lastv)]
         return "\n".join(src) + "\n"
