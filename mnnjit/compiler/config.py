@@ -73,7 +73,8 @@ def serial_threshold() -> int:
                 _serial = max(0, int(float(raw)))
             except ValueError:
                 pass
-    return min(_serial, threshold())
+    thr = threshold()  # also reads the environment, so _jit_enabled is known
+    return min(_serial, thr) if _jit_enabled else 1 << 62
 
 
 def set_serial_threshold(n: int | None) -> int:

@@ -136,3 +136,18 @@ def test_resize_producer_not_fused_when_resize_is_needed():
         text = compiler.explain(y, z)
         assert "resize_image ->" in text and "kernel serial resize_image" not in text
         np.testing.assert_array_equal(y.read(), (r.read()[..., ::-1].astype(np.float32) - 1) * 2)
+
+
+def test_jit_off_disables_serial_kernels(monkeypatch):
+    """``MNNJIT_JIT_THRESHOLD=off`` means no compiled kernels at all, serial ones included."""
+    monkeypatch.setenv("MNNJIT_JIT_THRESHOLD", "off")
+    compiler.set_threshold(None)
+    try:
+        assert compiler.serial_threshold() >= 1 << 62
+        x = B.wrap(B.as_node(np.ones(100000, np.float32)))
+        runs = counters["kernel_runs"]
+        np.testing.assert_array_equal(B.binary("mul", B.binary("add", x, 1.0), 3.0).read(), 6.0)
+        assert counters["kernel_runs"] == runs
+    finally:
+        monkeypatch.delenv("MNNJIT_JIT_THRESHOLD")
+        compiler.set_threshold(0)  # the module setting of conftest.compiled_path
