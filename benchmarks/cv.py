@@ -42,13 +42,21 @@ def make_image(path: str) -> np.ndarray:
 
 
 def interleaved(fns: dict, repeat: int) -> dict[str, float]:
-    """Best-of-``repeat`` milliseconds of each function, calling them in turn (fair under changing load)."""
+    """Best-of-``repeat`` milliseconds of each function, calling them in turn (fair under changing load).
+
+    The order is a new (seeded) permutation every round: the call that follows a cache-flushing one (numpy's
+    12 ms channel swap) runs on a cold cache and the next one reads the same image warm, so a fixed order
+    (or a rotation, which keeps who-follows-whom) favours one side.
+    """
     for f in fns.values():
         f()
         f()
     best = {k: float("inf") for k in fns}
+    items = list(fns.items())
+    rng = np.random.default_rng(0)
     for _ in range(repeat):
-        for k, f in fns.items():
+        for i in rng.permutation(len(items)):
+            k, f = items[i]
             t = time.perf_counter()
             f()
             best[k] = min(best[k], time.perf_counter() - t)

@@ -6,7 +6,7 @@ not import numba.
 """
 from __future__ import annotations
 
-from .config import counters, reset_counters, set_threshold, threshold  # noqa: F401
+from .config import counters, reset_counters, serial_threshold, set_serial_threshold, set_threshold, threshold  # noqa: F401
 from .executor import evaluate, explain  # noqa: F401
 
 

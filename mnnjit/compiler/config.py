@@ -6,6 +6,9 @@
 * ``MNNJIT_JIT_THRESHOLD`` element count from which work runs in compiled kernels (default
                          :data:`DEFAULT_THRESHOLD`, measured, see docs/notes/compiler.md); ``0`` compiles
                          everything; ``off`` never compiles (reference path only)
+* ``MNNJIT_SERIAL_THRESHOLD`` element count from which fused chains (two or more elementwise ops) below
+                         the compile threshold run as serial compiled kernels (default
+                         :data:`DEFAULT_SERIAL_THRESHOLD`; ``off``: never)
 * ``MNNJIT_DEBUG=1``     print each new plan (fusion groups, kernels compiled, cache hits) to stderr
 """
 from __future__ import annotations
@@ -18,7 +21,12 @@ from pathlib import Path
 #: numpy reference path beats a parallel Numba launch plus plan overhead.
 DEFAULT_THRESHOLD = 524288
 
+#: Measured (benchmarks/compiler_threshold.py, docs/notes/compiler.md): from this many elements a fused
+#: chain run as one serial kernel (no thread team to wake) beats numpy running its ops one by one.
+DEFAULT_SERIAL_THRESHOLD = 65536
+
 _threshold: int | None = None
+_serial: int | None = None
 _jit_enabled: bool | None = None
 
 #: Counters: plans_built, plan_cache_hits, kernels_compiled (Numba compiled from scratch),
@@ -56,6 +64,33 @@ def compiling_enabled() -> bool:
     """False when ``MNNJIT_JIT_THRESHOLD=off`` (or equivalent) disabled compiled kernels."""
     threshold()
     return bool(_jit_enabled)
+
+
+def serial_threshold() -> int:
+    """Element count from which fused chains below :func:`threshold` run as serial compiled kernels."""
+    global _serial
+    if _serial is None:
+        raw = os.environ.get("MNNJIT_SERIAL_THRESHOLD", "").strip().lower()
+        _serial = DEFAULT_SERIAL_THRESHOLD
+        if raw in ("off", "never", "none", "disable", "disabled"):
+            _serial = 1 << 62
+        elif raw:
+            try:
+                _serial = max(0, int(float(raw)))
+            except ValueError:
+                pass
+    thr = threshold()  # also reads the environment, so _jit_enabled is known
+    return min(_serial, thr) if _jit_enabled else 1 << 62
+
+
+def set_serial_threshold(n: int | None) -> int:
+    """Set the serial-kernel threshold (None: back to the environment/default); returns the previous value."""
+    global _serial
+    prev = serial_threshold()
+    _serial = None if n is None else max(0, int(n))
+    from . import executor
+    executor.clear_plan_cache()
+    return prev
 
 
 def set_threshold(n: int | None) -> int:

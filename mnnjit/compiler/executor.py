@@ -3,7 +3,9 @@
 ``evaluate(roots)``:
 
 * one node whose inputs are all known and whose work is below the compile threshold (the eager,
-  numpy-style case) runs its ``ref`` directly: no tracing, no plan, no numba;
+  numpy-style case) runs its ``ref`` directly: no tracing, no plan, no numba; so does one such node of
+  any size whose op never fuses (image ops, movement: a plan would be one step), through its
+  hand-written kernel when it has one;
 * a graph whose every node is below the threshold runs on the reference evaluator;
 * otherwise the graph is traced, its plan taken from the plan cache (keyed by structure, shapes
   and dtypes) or built (passes, fusion, memory plan), and run on the CPU backend: fused groups as
@@ -22,6 +24,7 @@ from . import config
 from .config import counters
 from ..backends.reference import compute_node as _compute_node
 from ..backends.reference import run_order
+from .fusion import REDUCE_OPS
 from .plan import KERNEL_MIN, _check
 
 _plans: "OrderedDict[tuple, object]" = OrderedDict()
@@ -71,6 +74,19 @@ def _handwritten(node: Node):
 
 
 _NO_HW: set = set()
+_EW: set = set()
+#: Ops a plan would run as a single step anyway (not fused): one such node with known inputs runs directly.
+_DIRECT: set = set()
+
+
+def _chained(node: Node) -> bool:
+    """Whether elementwise ``node`` has a pending elementwise input (a chain a serial kernel could fuse)."""
+    if node.op not in _EW:
+        return False
+    for i in node.inputs:
+        if i.value is None and i.op in _EW:
+            return True
+    return False
 
 
 def _init_no_hw() -> None:
@@ -78,6 +94,10 @@ def _init_no_hw() -> None:
     for name, od in registry.all_ops().items():
         if od.kind in ("elementwise", "movement", "source"):
             _NO_HW.add(name)
+        if od.kind == "elementwise":
+            _EW.add(name)
+        elif name not in REDUCE_OPS:
+            _DIRECT.add(name)
 
 
 def evaluate(roots: list[Node]) -> None:
@@ -100,7 +120,7 @@ def evaluate(roots: list[Node]) -> None:
             args.append(v)
             if type(v) is np.ndarray and v.size > work:
                 work = v.size
-        if ready and work < thr:
+        if ready and (work < thr or node.op in _DIRECT):
             fn = None if (work < KERNEL_MIN or node.op in _NO_HW) else _handwritten(node)
             if fn is not None:
                 out = _check(node, fn(args, node.attrs))
@@ -115,10 +135,13 @@ def evaluate(roots: list[Node]) -> None:
             return
     order = topo_order(roots)
     big = False
+    sthr = config.serial_threshold()
     for n in order:
-        if n.value is None and (_work(n) >= thr or _handwritten(n) is not None):
-            big = True
-            break
+        if n.value is None:
+            w = _work(n)
+            if w >= thr or _handwritten(n) is not None or (w >= sthr and _chained(n)):
+                big = True
+                break
     if not big:
         counters["ref_graphs"] += 1
         run_order(order, roots)

@@ -37,8 +37,12 @@ class GroupSpec:
     reduce: tuple | None  # (reduce op, input dtype, output dtype) or None
 
     def key(self) -> str:
-        """A deterministic text key (kernel file names, in-memory cache)."""
-        return repr((self.nodes, self.leaf_dtypes, self.param_kinds, self.reduce))
+        """A deterministic text key (kernel file names, in-memory cache); computed once per spec."""
+        k = self.__dict__.get("_key")
+        if k is None:
+            k = repr((self.nodes, self.leaf_dtypes, self.param_kinds, self.reduce))
+            object.__setattr__(self, "_key", k)
+        return k
 
 
 @dataclass
@@ -55,6 +59,8 @@ class Group:
     out_shape: tuple[int, ...] = ()
     out_dtype: np.dtype | None = None
     ops: list[str] = field(default_factory=list)
+    serial: bool = False         # below the compile threshold: a serial kernel (no thread team)
+    producer: object = None      # a fused producer of one leaf (compiler/producers.py), or None
 
     @property
     def size(self) -> int:

@@ -27,6 +27,7 @@ from ..graph import Node, topo_order
 from ..ops import registry
 from . import config
 from .fusion import Group, build_group, duplicable
+from .producers import find_producer
 
 #: Nodes with fewer elements than this (output and largest input) never join a kernel group
 #: (they are folded on the reference path first).
@@ -138,6 +139,7 @@ class Plan:
     folded: int = 0
     cse_merged: int = 0
     dead: int = 0
+    owned: frozenset = frozenset()  # root positions whose value is (a view of) a kernel output of the run
 
     def run(self, order: list[Node], backend) -> None:
         """Execute on the nodes of a trace with this plan's structure; caches the roots' values."""
@@ -187,9 +189,13 @@ class Plan:
                 vals[q] = None
         for r in self.roots:
             node = order[r]
-            out = vals[self.canon[r]]
+            c = self.canon[r]
+            out = vals[c]
             if isinstance(out, np.ndarray):
-                if not out.flags.c_contiguous or out.base is not None:
+                # a view is copied (it may alias a leaf, or keep a larger array alive), except a whole-array
+                # view (reshape) of a fresh kernel output of this run
+                whole = out.base is not None and c in self.owned and out.size == out.base.size
+                if not out.flags.c_contiguous or (out.base is not None and not whole):
                     out = np.array(out, order="C")
                 out.flags.writeable = False
             node.value = out
@@ -197,6 +203,11 @@ class Plan:
     def _run_group_ref(self, g: Group, order: list[Node], vals: list) -> np.ndarray:
         from ..backends.reference import compute_node
         local = {}
+        if g.producer is not None:  # the fused producer chain first (its steps were dropped from the plan)
+            for m in g.producer.chain:
+                node = order[m]
+                args = [local[q] if q in local else vals[q] for q in node_inputs(order, m, self)]
+                local[m] = compute_node(node, args)
         for m in g.members + ([g.root] if g.spec.reduce else []):
             node = order[m]
             args = [local[q] if q in local else vals[q] for q in node_inputs(order, m, self)]
@@ -263,7 +274,8 @@ def build_plan(tr: Trace) -> Plan:
     small = [False] * n
     folded = 0
     thr = config.threshold()
-    fold_limit = min(FOLD_LIMIT, thr)
+    sthr = config.serial_threshold()
+    fold_limit = min(FOLD_LIMIT, sthr)  # sthr <= thr
     for i in range(n):
         if live[i] and not is_val[i] and work_size(order[i]) < fold_limit:
             small[i] = True
@@ -279,12 +291,29 @@ def build_plan(tr: Trace) -> Plan:
         g = build_group(i, order, list(cin), consumers, leafish, roots - {i}, assigned, dup)
         if g is None:
             continue
-        # A lone op must be SINGLE_OP_FACTOR times larger than a fused chain to beat numpy (measured).
-        if g.size == 0 or g.size < thr * (SINGLE_OP_FACTOR if len(g.ops) == 1 else 1):
+        # A lone op must be SINGLE_OP_FACTOR times larger than a fused chain to beat numpy (measured);
+        # an elementwise chain below the threshold runs as a serial kernel from the serial threshold.
+        if g.size == 0:
             continue
+        if len(g.ops) == 1:
+            if g.size < thr * SINGLE_OP_FACTOR:
+                continue
+        elif g.size < thr:
+            if g.spec.reduce is not None or g.size < sthr:
+                continue
+            g.serial = True
         groups[i] = g
         assigned.update(g.members)
         assigned.add(i)
+    # 4b. producer fusion (producers.py): a resize feeding only a mid-size group is computed inside it
+    for g in groups.values():
+        if g.serial:
+            prod = find_producer(g, order, cin, consumers, roots, leafish)
+            if prod is not None:
+                g.producer = prod
+                g.leaves[prod.leaf] = cin[prod.chain[0]][0]
+                g.ops = [order[prod.chain[0]].op] + g.ops
+                assigned.update(prod.chain)
     # 5. steps and the memory plan
     steps: list[Step] = []
     base = list(range(n))
@@ -324,8 +353,9 @@ def build_plan(tr: Trace) -> Plan:
     for s_idx, st in enumerate(steps):
         st.release = tuple(release.get(s_idx, ()))
         st.to_pool = tuple(to_pool.get(s_idx, ()))
+    owned = frozenset(r for r in roots if base[r] in groups)
     return Plan(steps, canon, list(tr.roots), [i for i in range(n) if is_val[i]], n,
-                list(groups.values()), folded, cse, dead)
+                list(groups.values()), folded, cse, dead, owned)
 
 
 def describe(plan: Plan, order: list[Node]) -> str:
@@ -337,6 +367,7 @@ def describe(plan: Plan, order: list[Node]) -> str:
         if st.kind == "kernel":
             g = st.group
             what = "reduce " if g.spec.reduce else ""
+            what += "serial " if g.serial else ""
             lines.append(f"  [{st.pos}] kernel {what}{'+'.join(g.ops)} over {list(g.shape)} "
                          f"({len(g.leaves)} inputs{', pooled output' if st.pooled else ''})")
         else:

@@ -41,7 +41,8 @@ def _ext(name: str) -> str:
 
 def _decode(src: Any, flag: int, what: str) -> tuple[np.ndarray, bool]:
     """Decode a file path or a binary stream into an HWC uint8 array: (pixels, is_rgb). Colour images come
-    back in RGB order (Pillow's fastest export); the caller swaps them to BGR with a ``cvt_color`` node."""
+    back in RGB order (Pillow's fastest export; 4 channels R, G, B, padding when read in place through the
+    Arrow interface); the caller swaps them to BGR with a ``cvt_color`` node."""
     Image, ImageOps = _pil()
     try:
         im = Image.open(src)
@@ -57,7 +58,11 @@ def _decode(src: Any, flag: int, what: str) -> tuple[np.ndarray, bool]:
             from ._color import bgr_to_gray_u8
             arr = bgr_to_gray_u8(_to_bgr(im))
         elif im.mode == "RGB":
-            arr, rgb = np.asarray(im), True
+            from ._arrow import rgbx_view
+            arr = rgbx_view(im)  # Pillow's own pixels (R, G, B, pad), no copy; else a 3-channel copy
+            if arr is None:
+                arr = np.asarray(im)
+            rgb = True
         else:
             arr = _to_bgr(im)
     except FileNotFoundError:
@@ -74,8 +79,8 @@ def _image(arr: np.ndarray, rgb: bool, flag: int):
     from ..ops import build as B
     from ._color import cvt_node
     node = image_var(arr)._node
-    if rgb:
-        node = cvt_node(node, 4)
+    if rgb:  # RGB (3 channels) or Pillow's RGB + padding (4): a lazy swap to BGR
+        node = cvt_node(node, 4 if arr.shape[2] == 3 else 3)
     if flag == IMREAD_ANYDEPTH:
         node = B.make_node("cast", (node,), {"dtype": np.dtype(np.float32)}, fmt="NHWC")
     return B.wrap(node)
@@ -138,6 +143,12 @@ def _encode(fmt: str, img: Any, params: Sequence[int] | None, out: Any) -> None:
     h, w = arr.shape[:2]
     if arr.ndim == 2:
         im = Image.frombuffer("L", (w, h), arr, "raw", "L", 0, 1)
+    elif arr.shape[2] == 3 and fmt == "JPEG":
+        # RGBX pixels (a byte-shuffle kernel) are Pillow's own layout: the image maps them without a copy
+        from ..ops import build as B
+        from ._color import cvt_node
+        rgbx = B.wrap(cvt_node(image_var(arr)._node, 2)).read_view()
+        im = Image.frombuffer("RGBX", (w, h), rgbx, "raw", "RGBX", 0, 1)
     elif arr.shape[2] == 3:
         im = Image.frombuffer("RGB", (w, h), arr, "raw", "BGR", 0, 1)
     else:

@@ -152,7 +152,7 @@ def test_cvmatrix_and_imageprocess():
     assert np.allclose(out, (img[..., ::-1].astype(np.float32) - [1, 2, 3]) * 0.5)
 
 
-@pytest.mark.parametrize("case", ["resize", "resize_f32", "gray", "swap", "swap4", "bgra", "warp", "warp_rep",
+@pytest.mark.parametrize("case", ["resize", "resize_f32", "gray", "swap", "swap4", "bgra", "rgbx", "warp", "warp_rep",
                                   "gauss", "sobel", "blur", "f2d", "f2d_f32", "erode", "dilate_const", "dilate_refl",
                                   "persp", "persp_rep", "remap", "remap_rep", "cubic", "cubic_f32", "lanczos",
                                   "area", "area_f32", "area_up", "area2", "area3", "hsv", "hsv_full"])
@@ -174,6 +174,7 @@ def test_kernels_equal_reference(case):
         "swap": ("cvt_color", [x[:, :152]], {"code": 4}),
         "swap4": ("cvt_color", [x[:, :153]], {"code": 4}),
         "bgra": ("cvt_color", [x], {"code": 2}),
+        "rgbx": ("cvt_color", [np.concatenate([x, x[..., :1]], -1)[:, :151]], {"code": 3}),
         "warp": ("warp_affine", [x], {"M": M, "size": (111, 140), "interp": 1, "border": 0, "value": (3, 4, 5)}),
         "warp_rep": ("warp_affine", [x], {"M": M, "size": (111, 140), "interp": 1, "border": 1, "value": (0,)}),
         "gauss": ("sep_filter", [x], {"kx": (0.0625, 0.25, 0.375, 0.25, 0.0625), "ky": (0.25, 0.5, 0.25),
@@ -295,3 +296,46 @@ def test_imageprocess_convert_into_tensor_like():
     p.convert(img.ravel().tolist(), 20, 16, 0, t)
     assert t.data.shape == (1, 3, 8, 10)
     assert np.allclose(t.data[0].transpose(1, 2, 0), img[::2, ::2])
+
+
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+
+@settings(max_examples=40, deadline=None)
+@given(h=st.integers(2, 90), w=st.integers(2, 700), oh=st.integers(1, 90), ow=st.integers(1, 700),
+       angle=st.floats(-180, 180), scale=st.floats(0.3, 3.0), border=st.sampled_from([0, 1]),
+       seed=st.integers(0, 99))
+def test_three_channel_kernels_equal_reference(h, w, oh, ow, angle, scale, border, seed):
+    """The 3-channel resize, warpAffine (several output tiles when wide) and BGR<->RGB kernels (8-byte
+    pixel-pair loads, byte shuffles, edge and border pixels) return exactly what the op references return."""
+    from mnnjit.backends.cpu import cv_kernels as K
+    from mnnjit.ops import registry
+    rng = np.random.default_rng(seed)
+    x = rng.integers(0, 256, (h, w, 3)).astype(np.uint8)
+    attrs = {"size": (oh, ow), "interp": 1, "scale": (h / oh, w / ow)}
+    assert np.array_equal(K.resize_linear(x, oh, ow, h / oh, w / ow), registry.get("resize_image").ref([x], attrs))
+    M = tuple(cv2.invertAffineTransform(cv2.getRotationMatrix2D((w / 2, h / 2), angle, scale)).ravel())
+    attrs = {"M": M, "size": (oh, ow), "interp": 1, "border": border, "value": (7, 200, 31)}
+    got = K.warp_affine_linear_u8(x, M, oh, ow, border, (7, 200, 31))
+    assert np.array_equal(got, registry.get("warp_affine").ref([x], attrs))
+    assert np.array_equal(K.cvt_color(x, cv.COLOR_BGR2RGB), x[..., ::-1])
+
+
+def test_pillow_arrow_view_matches_and_outlives_the_image():
+    """The zero-copy Arrow view of a decoded RGB image holds R, G, B (+ padding) and keeps Pillow's storage
+    alive after the image object is dropped; other modes give None (the caller copies)."""
+    import gc
+    from PIL import Image
+    from mnnjit.cv._arrow import rgbx_view
+    rgb = np.random.default_rng(3).integers(0, 256, (37, 53, 3)).astype(np.uint8)
+    im = Image.fromarray(rgb)
+    view = rgbx_view(im)
+    if view is None:
+        pytest.skip("this Pillow has no Arrow export")
+    assert view.shape == (37, 53, 4) and not view.flags.writeable
+    del im
+    gc.collect()
+    np.testing.assert_array_equal(view[..., :3], rgb)
+    assert rgbx_view(Image.fromarray(rgb[..., 0])) is None
+    k = cv.cvtColor(image_var(np.ascontiguousarray(view)), cv.COLOR_RGBA2BGR).read()
+    np.testing.assert_array_equal(k, rgb[..., ::-1])

@@ -17,23 +17,37 @@ from ..base import Backend
 from . import codegen, jit, kernels
 
 
-def _readonly_flat(arr: np.ndarray) -> np.ndarray:
-    """A read-only 1-d view of the memory an array with non-negative strides spans (float16 as uint16 bits)."""
+def _readonly_flat(arr: np.ndarray) -> tuple[np.ndarray, int]:
+    """A read-only 1-d view of the memory an array spans (float16 as uint16 bits), from its lowest address,
+    and the element offset of ``arr[0, ..., 0]`` in that view (non-zero when some stride is negative)."""
     if arr.dtype == np.float16:
         arr = arr.view(np.uint16)
+    off = 0
     if arr.flags.c_contiguous:
         v = arr.reshape(-1)
     else:
-        span = 1 + sum((d - 1) * s for d, s in zip(arr.shape, arr.strides)) // arr.itemsize
-        v = as_strided(arr, shape=(span,), strides=(arr.itemsize,), writeable=False)
+        isz = arr.itemsize
+        lo = sum((d - 1) * s for d, s in zip(arr.shape, arr.strides) if s < 0 and d > 1)
+        if lo:  # reversing the reversed axes starts the view at the lowest address
+            off = -lo // isz
+            arr = arr[tuple(slice(None, None, -1) if s < 0 and d > 1 else slice(None)
+                            for d, s in zip(arr.shape, arr.strides))]
+        span = 1 + sum((d - 1) * abs(s) for d, s in zip(arr.shape, arr.strides)) // isz
+        v = as_strided(arr, shape=(span,), strides=(isz,), writeable=False)
     if v.flags.writeable:
         v = v.view()
         v.flags.writeable = False
-    return v
+    return v, off
 
 
-def _elem_strides(arr: np.ndarray, shape: tuple[int, ...]) -> list[int] | None:
-    """Element strides of ``arr`` broadcast to ``shape`` (None: negative or misaligned strides)."""
+def _flat(arr: np.ndarray) -> np.ndarray:
+    """The flat view of a leaf whose strides are all non-negative (flat kernels, reductions)."""
+    return _readonly_flat(arr)[0]
+
+
+def _elem_strides(arr: np.ndarray, shape: tuple[int, ...], negative: bool = True) -> list[int] | None:
+    """Element strides of ``arr`` broadcast to ``shape`` (None: misaligned strides, or negative ones
+    when not ``negative``)."""
     nd = len(shape)
     off = nd - arr.ndim
     st = [0] * nd
@@ -41,7 +55,7 @@ def _elem_strides(arr: np.ndarray, shape: tuple[int, ...]) -> list[int] | None:
     for k in range(arr.ndim):
         if arr.shape[k] != 1:
             s = arr.strides[k]
-            if s < 0 or s % isz:
+            if s % isz or (s < 0 and not negative):
                 return None
             st[off + k] = s // isz
     return st
@@ -116,6 +130,13 @@ class CPUBackend(Backend):
         return f"cpu (numba, {jit.get_num_threads()} threads, cache {jit.kernel_dir()})"
 
     def run_group(self, group: Any, inputs: Sequence[np.ndarray], out: np.ndarray) -> np.ndarray:
+        if group.producer is not None:  # a fused resize (compiler/producers.py)
+            from .resize_group import resize_leaf, run_resize_group
+            res = run_resize_group(group, list(inputs), out)
+            if res is not None:
+                return res
+            inputs = list(inputs)
+            inputs[group.producer.leaf] = resize_leaf(group, inputs[group.producer.leaf])
         if group.spec.reduce is not None:
             return self._run_reduce(group, list(inputs), out)
         return self._run_elementwise(group, list(inputs), out)
@@ -123,6 +144,7 @@ class CPUBackend(Backend):
     # ------------------------------------------------------------ elementwise
     def _run_elementwise(self, g, inputs: list[np.ndarray], out: np.ndarray) -> np.ndarray:
         shape = g.shape
+        parallel = not getattr(g, "serial", False)
         flat = True
         modes = []
         for k, a in enumerate(inputs):
@@ -139,11 +161,24 @@ class CPUBackend(Backend):
             outf = outf.view(np.uint16)
         if flat:
             modes_t = tuple(modes)
-            kern = jit.get_kernel(spec.key() + f"|flat{modes_t}", lambda: codegen.gen_flat(spec, modes_t))
-            if kern(*[_readonly_flat(a) for a in inputs], outf, out.size, *g.params) is jit.BROKEN:
+            kern = jit.get_kernel(spec.key() + f"|flat{modes_t}{'' if parallel else '|serial'}",
+                                  lambda: codegen.gen_flat(spec, modes_t, parallel=parallel))
+            if kern(*[_flat(a) for a in inputs], outf, out.size, *g.params) is jit.BROKEN:
                 return None
             return out
-        # strided: broadcast strides per leaf, collapse with the output's contiguous strides
+        # strided: the layout (kernel, collapsed shape, strides, offsets) depends only on the leaves' shapes,
+        # strides and dtypes, so it is computed once per layout and group
+        lkey = (tuple((a.shape, a.strides, a.dtype.char) for a in inputs),
+                jit.get_num_threads() if parallel else 0)
+        launch = g.__dict__.setdefault("_launch", {})
+        hit = launch.get(lkey)
+        if hit is not None:
+            kern, shp_a, st_arr, off_a, nb, bs = hit
+            if kern(*[_readonly_flat(a)[0] for a in inputs], outf, shp_a, st_arr, off_a, nb, bs,
+                    *g.params) is jit.BROKEN:
+                return None
+            return out
+        copied = False
         arrs = []
         sts = []
         for a, m in zip(inputs, modes):
@@ -152,6 +187,7 @@ class CPUBackend(Backend):
                 if st is None:
                     a = np.ascontiguousarray(a)
                     st = _elem_strides(a, shape)
+                    copied = True
                 sts.append(st)
             arrs.append(a)
         gidx = [k for k, m in enumerate(modes) if m == "g"]
@@ -171,11 +207,30 @@ class CPUBackend(Backend):
         outer = 1
         for d in shp[:-1]:
             outer *= d
-        nb, bs = _blocks(outer, shp[-1], jit.get_num_threads())
+        inner = shp[-1] if ndim > 1 and shp[-1] <= codegen.SMALL_INNER else 0
+        if inner or not parallel:
+            nb, bs = 1, shp[-1]
+        else:
+            nb, bs = _blocks(outer, shp[-1], lkey[1])
+        flats, offs = zip(*[_readonly_flat(a) for a in arrs])
+        if inner:  # channel-reversed and per-channel leaves get their own access modes
+            rev = out_st[:-1] + [-1]
+            for k, st in zip(gidx, csts[1:]):
+                if modes[k] != "g":
+                    continue
+                if st == rev and offs[k] == inner - 1:
+                    modes[k] = "v"
+                elif st[-1] == 1 and not any(st[:-1]) and offs[k] == 0:
+                    modes[k] = "j"
         modes_t = tuple(modes)
-        kern = jit.get_kernel(spec.key() + f"|nd{ndim}{modes_t}", lambda: codegen.gen_strided(spec, modes_t, ndim))
-        if kern(*[_readonly_flat(a) for a in arrs], outf, np.array(shp, np.int64), st_arr, nb, bs,
-                *g.params) is jit.BROKEN:
+        kern = jit.get_kernel(spec.key() + f"|nd{ndim}{modes_t}{'' if parallel else '|serial'}|i{inner}",
+                              lambda: codegen.gen_strided(spec, modes_t, ndim, parallel=parallel, inner=inner))
+        shp_a, off_a = np.array(shp, np.int64), np.array(offs, np.int64)
+        if not copied:
+            if len(launch) >= 8:
+                launch.clear()
+            launch[lkey] = (kern, shp_a, st_arr, off_a, nb, bs)
+        if kern(*flats, outf, shp_a, st_arr, off_a, nb, bs, *g.params) is jit.BROKEN:
             return None
         return out
 
@@ -192,10 +247,10 @@ class CPUBackend(Backend):
                 arrs.append(a)
                 full.append(None)
                 continue
-            st = _elem_strides(a, shape)
+            st = _elem_strides(a, shape, negative=False)
             if st is None:
                 a = np.ascontiguousarray(a)
-                st = _elem_strides(a, shape)
+                st = _elem_strides(a, shape, negative=False)
             arrs.append(a)
             modes.append("g")
             full.append(st)
@@ -234,7 +289,7 @@ class CPUBackend(Backend):
         modes_t = tuple(modes)
         kern = jit.get_kernel(spec.key() + f"|r{nk}.{nr}{modes_t}",
                               lambda: codegen.gen_reduce(spec, modes_t, nk, nr))
-        if kern(*[_readonly_flat(a) for a in arrs], out.reshape(-1), np.array(kshp or [1], np.int64),
+        if kern(*[_flat(a) for a in arrs], out.reshape(-1), np.array(kshp or [1], np.int64),
                 np.array(rshp, np.int64), stk, str_, P, float(count), *g.params) is jit.BROKEN:
             return None
         return out

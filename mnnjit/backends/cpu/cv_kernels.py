@@ -12,10 +12,14 @@ from __future__ import annotations
 import functools
 import os
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 import numba as nb
 import numpy as np
+from llvmlite import ir
+from numba import types
+from numba.extending import intrinsic
 
 from ...ops.image_geometry import CV_BORDER_CONSTANT, CV_BORDER_REPLICATE, linear_taps, INTER_LINEAR
 
@@ -37,33 +41,144 @@ def _pool():
 
 def run_rows(kernel, args: tuple, n_rows: int, chunks: int) -> None:
     """Run ``kernel(*args, y0, y1)`` (a nogil Numba function) over row blocks on the calling thread and a
-    small thread pool. Blocks are taken dynamically, so a descheduled thread on a busy machine delays
-    nothing (a static OpenMP split waits for it)."""
+    small thread pool. Blocks are taken dynamically and the caller waits only for blocks a worker has
+    started, never for a worker to be scheduled: on a busy machine a late worker finds nothing left and
+    the call costs what the serial loop costs (a static OpenMP split, or waiting for the pool's tasks,
+    waits for the descheduled thread)."""
     if chunks <= 1:
         kernel(*args, 0, n_rows)
         return
     step = max(1, (n_rows + chunks - 1) // chunks)
-    blocks = iter(range(0, n_rows, step))
+    starts = list(range(0, n_rows, step))
     lock = threading.Lock()
+    done = threading.Event()
+    state = {"next": 0, "left": len(starts), "error": None}
 
     def work():
         while True:
             with lock:
-                y0 = next(blocks, None)
-            if y0 is None:
-                return
-            kernel(*args, y0, min(n_rows, y0 + step))
+                k = state["next"]
+                if k >= len(starts):
+                    return
+                state["next"] = k + 1
+            try:
+                kernel(*args, starts[k], min(n_rows, starts[k] + step))
+            except BaseException as exc:  # reported by the caller
+                state["error"] = exc
+            with lock:
+                state["left"] -= 1
+                if state["left"] == 0:
+                    done.set()
     pool = _pool()
-    futs = [pool.submit(work) for _ in range(pool._max_workers)]
+    for _ in range(pool._max_workers):
+        pool.submit(work)
     work()
-    for f in futs:
-        f.result()
+    done.wait()
+    if state["error"] is not None:
+        raise state["error"]
 
 
 def n_chunks(work: int, per_chunk: int) -> int:
     """How many parallel chunks ``work`` element-operations deserve (1 = run serially: Numba's thread
     team costs more than it saves on small images, and far more when the machine is oversubscribed)."""
     return 1 if work < per_chunk else min(16, max(4, work // per_chunk))
+
+
+_IDLE = {"t": -1.0, "ticks": None, "idle": 1.0}
+
+
+def idle_cpus() -> float:
+    """CPUs idle on average over the last interval of at least 0.1 s (from /proc/stat; the number of CPUs
+    when it cannot be read). Our own busy thread counts as busy."""
+    now = time.monotonic()
+    if now - _IDLE["t"] < 0.1:
+        return _IDLE["idle"]
+    try:
+        with open("/proc/stat", "rb") as f:
+            fields = [int(v) for v in f.readline().split()[1:9]]
+    except (OSError, ValueError):
+        return float(os.cpu_count() or 1)
+    prev = _IDLE["ticks"]
+    if prev is not None:
+        total = sum(fields) - sum(prev)
+        idle = fields[3] + fields[4] - prev[3] - prev[4]
+        if total > 0:
+            _IDLE["idle"] = (os.cpu_count() or 1) * idle / total
+    _IDLE["ticks"], _IDLE["t"] = fields, now
+    return _IDLE["idle"]
+
+
+def n_chunks_if_idle(work: int, per_chunk: int) -> int:
+    """``n_chunks`` for memory-bound passes, which a second thread speeds up only when a CPU is idle: on the
+    shared 2-vCPU machine, busy, the hand-off cost more than it saved (1080p gray 0.92 ms serial vs 1.05 ms
+    in blocks, BGR->RGB 0.56 vs 0.58-0.60, resize to 224 0.25 vs 0.35), while OpenCV's two threads halve
+    these passes when a CPU is free (docs/notes/cv.md)."""
+    n = n_chunks(work, per_chunk)
+    return n if n > 1 and idle_cpus() >= 0.5 else 1
+
+
+# ----------------------------------------------------------------------------- byte-level intrinsics
+@intrinsic
+def _load_u64(typingctx, arr, off):
+    """The 8 bytes ``arr[off:off + 8]`` of a uint8 array as one unaligned little-endian uint64 load
+    (``off``: uint64; the caller keeps ``off + 8`` within the array)."""
+    if not (isinstance(arr, types.Array) and arr.dtype == types.uint8 and off == types.uint64):
+        return None
+
+    def codegen(context, builder, sig, args):
+        a = context.make_array(sig.args[0])(context, builder, args[0])
+        ptr = builder.bitcast(builder.gep(a.data, [args[1]]), ir.IntType(64).as_pointer())
+        return builder.load(ptr, align=1)
+    return types.uint64(arr, off), codegen
+
+
+def _shuffle16(mask: list[int], fill: int = 0):
+    """An intrinsic ``f(src, soff, dst, doff)``: ``dst[doff:doff + 16] = src[soff:soff + 16][mask]`` (uint8
+    arrays, uint64 offsets; one unaligned 16-byte load, one byte shuffle, one store); mask entries 16 and up
+    give the byte ``fill``. The caller keeps both ranges inside the arrays and rewrites the bytes the mask
+    fills with junk."""
+    mask = list(mask)
+
+    @intrinsic
+    def shuffle(typingctx, src, soff, dst, doff):
+        if not (isinstance(src, types.Array) and isinstance(dst, types.Array) and src.dtype == types.uint8
+                and dst.dtype == types.uint8 and soff == types.uint64 and doff == types.uint64):
+            return None
+
+        def codegen(context, builder, sig, args):
+            s = context.make_array(sig.args[0])(context, builder, args[0])
+            d = context.make_array(sig.args[2])(context, builder, args[2])
+            vt = ir.VectorType(ir.IntType(8), 16)
+            v = builder.load(builder.bitcast(builder.gep(s.data, [args[1]]), vt.as_pointer()), align=1)
+            m = ir.Constant(ir.VectorType(ir.IntType(32), 16), mask)
+            fv = ir.Constant(vt, [fill] * 16)
+            builder.store(builder.shuffle_vector(v, fv, m),
+                          builder.bitcast(builder.gep(d.data, [args[3]]), vt.as_pointer()), align=1)
+            return context.get_dummy_value()
+        return types.void(src, soff, dst, doff), codegen
+    return shuffle
+
+
+_ROUND_MAGIC = np.float32(8388608.0)  # 2**23
+
+
+@nb.njit(inline="always", cache=True)
+def _rint_small(v):
+    """Round half to even of a float32 in [-2**22, 2**22] by adding and subtracting 2**23 (exactly np.rint's
+    result there; vectorises, where np.rint is a library call)."""
+    return (v + _ROUND_MAGIC) - _ROUND_MAGIC
+
+
+#: Reverses the bytes of five 3-byte pixels (byte 15 copied, to be rewritten).
+_swap5px = _shuffle16([2, 1, 0, 5, 4, 3, 8, 7, 6, 11, 10, 9, 14, 13, 12, 15])
+#: Four 4-byte pixels -> four 3-byte pixels with the first and third bytes swapped (RGBX -> BGR; bytes 12-15
+#: junk, to be rewritten).
+_rgbx4_to_bgr = _shuffle16([2, 1, 0, 6, 5, 4, 10, 9, 8, 14, 13, 12, 15, 15, 15, 15])
+#: Four 3-byte pixels -> four 4-byte pixels with the first and third bytes swapped and alpha 255 (BGR -> RGBA).
+_bgr4_to_rgba = _shuffle16([2, 1, 0, 16, 5, 4, 3, 16, 8, 7, 6, 16, 11, 10, 9, 16], 255)
+#: Four 4-byte pixels -> four 3-byte pixels (bytes 12-15 junk, to be rewritten).
+_pack4to3 = _shuffle16([0, 1, 2, 4, 5, 6, 8, 9, 10, 12, 13, 14, 15, 15, 15, 15])
+_M8 = np.uint64(0xff)
 
 
 # ----------------------------------------------------------------------------- resize
@@ -81,13 +196,78 @@ def _resize_linear_u8(src, xo0, xo1, a0, a1, yi, by, out, y0, y1):
         b0 = by[dy, 0]
         b1 = by[dy, 1]
         orow = out[dy]
+        for j in range(n):  # every step narrowed to int32: Numba widens to int64, which AVX2 cannot shift
+            h0[j] = np.int32(np.int32(np.int32(s0[xo0[j]]) * a0[j] + np.int32(s0[xo1[j]]) * a1[j]) >> 4)
         for j in range(n):
-            h0[j] = (np.int32(s0[xo0[j]]) * a0[j] + np.int32(s0[xo1[j]]) * a1[j]) >> 4
+            h1[j] = np.int32(np.int32(np.int32(s1[xo0[j]]) * a0[j] + np.int32(s1[xo1[j]]) * a1[j]) >> 4)
         for j in range(n):
-            h1[j] = (np.int32(s1[xo0[j]]) * a0[j] + np.int32(s1[xo1[j]]) * a1[j]) >> 4
-        for j in range(n):
-            v = (((h0[j] * b0) >> 16) + ((h1[j] * b1) >> 16) + 2) >> 2
-            orow[j] = min(max(v, 0), 255)
+            v = np.int32(np.int32(np.int32(np.int32(h0[j] * b0) >> 16) + np.int32(np.int32(h1[j] * b1) >> 16) + 2) >> 2)
+            orow[j] = np.uint8(min(max(v, np.int32(0)), np.int32(255)))
+
+
+@nb.njit(**_SERIAL)
+def _resize_linear_u8c3(src, xo, wa, wb, nsafe, yi, by, out, y0, y1):
+    """Rows [y0, y1) of the same fixed-point bilinear resize for 3-channel images, per output pixel: one
+    unaligned 8-byte load per source row holds the left and right pixels (byte offset xo[x]; the right pixel
+    is always the next one, edge pixels use weights (0, 2048)); the arithmetic then runs vectorised over
+    pixels with the channels in uint64 lanes, and four-byte results are packed to three with byte shuffles.
+    Pixels from ``nsafe`` on read their six bytes one by one (an 8-byte load would pass the row end)."""
+    ow = xo.shape[0]
+    _resize_rows_c3(src, xo, wa, wb, nsafe, yi, by, out, y0, y1, np.empty(ow, np.uint64), np.empty(ow, np.uint64),
+                    np.empty(ow, np.uint32))
+
+
+@nb.njit(**_SERIAL)
+def _resize_rows_c3(src, xo, wa, wb, nsafe, yi, by, out, y0, y1, st0, st1, tmp):
+    """``_resize_linear_u8c3`` with caller-provided scratch rows (``st0``, ``st1``: uint64[ow], ``tmp``:
+    uint32[ow]), for kernels that resize one row at a time."""
+    ow = xo.shape[0]
+    tb = tmp.view(np.uint8)
+    for dy in range(y0, y1):
+        s0 = src[yi[dy, 0]]
+        s1 = src[yi[dy, 1]]
+        b0 = np.int32(by[dy, 0])
+        b1 = np.int32(by[dy, 1])
+        for x in range(nsafe):
+            p = xo[x]
+            st0[x] = _load_u64(s0, p)
+            st1[x] = _load_u64(s1, p)
+        for x in range(nsafe, ow):
+            p = xo[x]
+            u = np.uint64(0)
+            v = np.uint64(0)
+            for k in range(6):
+                u |= np.uint64(s0[p + np.uint64(k)]) << np.uint64(8 * k)
+                v |= np.uint64(s1[p + np.uint64(k)]) << np.uint64(8 * k)
+            st0[x] = u
+            st1[x] = v
+        for x in range(ow):
+            u = st0[x]
+            v = st1[x]
+            a = wa[x]
+            b = wb[x]
+            r = np.uint32(0)
+            for k in range(3):
+                l0 = np.int32((u >> np.uint64(8 * k)) & _M8)
+                r0 = np.int32((u >> np.uint64(8 * k + 24)) & _M8)
+                l1 = np.int32((v >> np.uint64(8 * k)) & _M8)
+                r1 = np.int32((v >> np.uint64(8 * k + 24)) & _M8)
+                h0 = np.int32(np.int32(l0 * a + r0 * b) >> 4)
+                h1 = np.int32(np.int32(l1 * a + r1 * b) >> 4)
+                t = np.int32(np.int32(np.int32(np.int32(h0 * b0) >> 16) + np.int32(np.int32(h1 * b1) >> 16) + 2) >> 2)
+                t = min(max(t, np.int32(0)), np.int32(255))
+                r |= np.uint32(t) << np.uint32(8 * k)
+            tmp[x] = r
+        orow = out[dy]
+        i = 0
+        while 3 * i + 16 <= 3 * ow:
+            _pack4to3(tb, np.uint64(4 * i), orow, np.uint64(3 * i))
+            i += 4
+        while i < ow:
+            orow[3 * i] = tb[4 * i]
+            orow[3 * i + 1] = tb[4 * i + 1]
+            orow[3 * i + 2] = tb[4 * i + 2]
+            i += 1
 
 
 @nb.njit(**_SERIAL)
@@ -120,6 +300,24 @@ def _flat_taps(w: int, ow: int, scale: float, c: int):
 
 
 @functools.lru_cache(maxsize=64)
+def _pixel_taps(w: int, ow: int, scale: float):
+    """Per output pixel of a 3-channel row resize (w >= 2): byte offset of the left source pixel, the 11-bit
+    weights of the left and right pixels (the right one is always the next pixel: at the right edge the pair
+    moves one pixel left with weights (0, 2048), the same value), and how many leading pixels can be read
+    with one 8-byte load without passing the row end."""
+    xi, ax = _taps(w, ow, scale, True)
+    left = xi[:, 0].astype(np.int64)
+    wa = ax[:, 0].astype(np.int32)
+    wb = ax[:, 1].astype(np.int32)
+    edge = xi[:, 1] == xi[:, 0]
+    left[edge] = np.maximum(left[edge] - 1, 0)
+    wa[edge], wb[edge] = 0, 2048
+    xo = (left * 3).astype(np.uint64)
+    nsafe = int(np.count_nonzero(xo + 8 <= w * 3))  # xo is non-decreasing
+    return xo, wa, wb, nsafe
+
+
+@functools.lru_cache(maxsize=64)
 def _taps(n_in: int, n_out: int, scale: float, fixed: bool):
     idx, w = linear_taps(n_in, n_out, scale, INTER_LINEAR)
     if fixed:
@@ -136,8 +334,13 @@ def resize_linear(x: np.ndarray, oh: int, ow: int, sy: float, sx: float) -> np.n
     xi, ax = _taps(w, ow, float(sx), u8)
     x = np.ascontiguousarray(x)
     out = np.empty((oh, ow, c), np.uint8 if u8 else np.float32)
-    chunks = n_chunks(oh * ow * c * 8, 1 << 21)
-    if u8:
+    work = oh * ow * c * 8
+    chunks = n_chunks(work, 1 << 21) if work >= 1 << 23 else n_chunks_if_idle(work, 1 << 19)
+    if u8 and c == 3 and w >= 2:
+        xo, wa, wb, nsafe = _pixel_taps(w, ow, float(sx))
+        run_rows(_resize_linear_u8c3, (x.reshape(h, w * c), xo, wa, wb, nsafe, yi, by, out.reshape(oh, ow * c)),
+                 oh, chunks)
+    elif u8:
         xo0, xo1, a0, a1 = _flat_taps(w, ow, float(sx), c)
         run_rows(_resize_linear_u8, (x.reshape(h, w * c), xo0, xo1, a0, a1, yi, by, out.reshape(oh, ow * c)),
                  oh, chunks)
@@ -216,6 +419,133 @@ def _warp_rows(src, c, m0, m3, rowx, rowy, replicate, bval, out, y0, y1):
                     orow[o + k] = np.uint8(min(max(v, np.float32(0)), np.float32(255)))
 
 
+#: Output tile of the 3-channel warp kernel: the source pixels a tile reads stay in cache (rotations and
+#: shears walk across source rows; measured 1080p rotation: 17 ms untiled, see docs/notes/cv.md).
+WARP_TILE_H = 16
+WARP_TILE_W = 256
+
+
+@nb.njit(**_SERIAL)
+def _warp_rows_c3(src, m0, m3, rowx, rowy, replicate, bval, out, y0, y1):
+    """``_warp_rows`` for 3-channel images (fewer than 2**31 bytes) with the same float32 arithmetic, over
+    output tiles, each tile row in passes: coordinates and int32 byte offsets (vectorised); one unaligned
+    8-byte load per source row for the pixel pair, split into two 32-bit words (scalar gathers); the lerps
+    of the three channels in 32-bit lanes (vectorised); the slow path for pixels near the border; and
+    4 -> 3 byte packing with shuffles. Offsets code pixels outside as -2 (constant border) or -1 (slow path)."""
+    h = src.shape[0]
+    stride = src.shape[1]
+    w = stride // 3
+    ow = out.shape[1] // 3
+    flat = src.reshape(-1)
+    last = np.int32(flat.shape[0] - 8 - stride)  # largest offset whose two 8-byte loads stay inside
+    TW = WARP_TILE_W
+    fx = np.empty(TW, np.float32)
+    fy = np.empty(TW, np.float32)
+    offs = np.empty(TW, np.int32)
+    lo0 = np.empty(TW, np.uint32)
+    hi0 = np.empty(TW, np.uint32)
+    lo1 = np.empty(TW, np.uint32)
+    hi1 = np.empty(TW, np.uint32)
+    tmp = np.empty(TW, np.uint32)
+    tb = tmp.view(np.uint8)
+    wlim = np.float32(w - 1)
+    hlim = np.float32(h - 1)
+    fw = np.float32(w)
+    fh = np.float32(h)
+    s32 = np.int32(stride)
+    ustride = np.uint64(stride)
+    m32 = np.uint64(0xffffffff)
+    far_code = np.int32(-1) if replicate else np.int32(-2)
+    bword = np.uint32(0)
+    for k in range(3):
+        bword |= np.uint32(np.uint8(bval[k])) << np.uint32(8 * k)
+    for yb in range(y0, y1, WARP_TILE_H):
+        for xb in range(0, ow, TW):
+            n = min(TW, ow - xb)
+            for y in range(yb, min(y1, yb + WARP_TILE_H)):
+                mx0 = rowx[y]
+                my0 = rowy[y]
+                for j in range(n):
+                    X = m0 * np.float32(xb + j) + mx0
+                    Y = m3 * np.float32(xb + j) + my0
+                    xf = np.floor(X)
+                    yf = np.floor(Y)
+                    fx[j] = X - xf
+                    fy[j] = Y - yf
+                    ok = (xf >= 0) & (yf >= 0) & (xf < wlim) & (yf < hlim)
+                    far = (xf < -1) | (yf < -1) | (xf >= fw) | (yf >= fh)
+                    o = np.int32(np.int32(np.int32(yf) * s32) + np.int32(np.int32(xf) * np.int32(3))) \
+                        if ok else np.int32(-1)
+                    o = o if o <= last else np.int32(-1)
+                    offs[j] = far_code if far else o
+                for j in range(n):
+                    o = offs[j]
+                    p = np.uint64(o) if o >= 0 else np.uint64(0)
+                    u = _load_u64(flat, p)
+                    v = _load_u64(flat, p + ustride)
+                    lo0[j] = np.uint32(u & m32)
+                    hi0[j] = np.uint32(u >> np.uint64(32))
+                    lo1[j] = np.uint32(v & m32)
+                    hi1[j] = np.uint32(v >> np.uint64(32))
+                for j in range(n):
+                    a0 = lo0[j]  # pixel pair bytes: lo = b0 g0 r0 b1, hi = g1 r1 . .
+                    a1 = hi0[j]
+                    c0 = lo1[j]
+                    c1 = hi1[j]
+                    ax = fx[j]
+                    ay = fy[j]
+                    r = np.uint32(0)
+                    for k in range(3):
+                        p00 = np.float32(np.int32((a0 >> np.uint32(8 * k)) & np.uint32(255)))
+                        p10 = np.float32(np.int32((c0 >> np.uint32(8 * k)) & np.uint32(255)))
+                        if k == 0:
+                            p01 = np.float32(np.int32(a0 >> np.uint32(24)))
+                            p11 = np.float32(np.int32(c0 >> np.uint32(24)))
+                        else:
+                            p01 = np.float32(np.int32((a1 >> np.uint32(8 * k - 8)) & np.uint32(255)))
+                            p11 = np.float32(np.int32((c1 >> np.uint32(8 * k - 8)) & np.uint32(255)))
+                        v0 = p00 + ax * (p01 - p00)
+                        v1 = p10 + ax * (p11 - p10)
+                        r |= np.uint32(np.int32(_rint_small(v0 + ay * (v1 - v0)))) << np.uint32(8 * k)
+                    tmp[j] = bword if offs[j] == -2 else np.uint32(r)
+                for j in range(n):
+                    if offs[j] != -1:
+                        continue
+                    ax = fx[j]
+                    ay = fy[j]
+                    X = m0 * np.float32(xb + j) + mx0
+                    Y = m3 * np.float32(xb + j) + my0
+                    if not (-1e8 < X < 1e8 and -1e8 < Y < 1e8):
+                        X = np.float32(-10.0)
+                        Y = np.float32(-10.0)
+                    x0 = np.int64(np.floor(X))
+                    y0_ = np.int64(np.floor(Y))
+                    if not replicate and (x0 < -1 or y0_ < -1 or x0 >= w or y0_ >= h):
+                        tmp[j] = bword
+                        continue
+                    r = np.uint32(0)
+                    for k in range(3):
+                        p00 = _px2(src, 3, y0_, x0, k, replicate, bval[k])
+                        p01 = _px2(src, 3, y0_, x0 + 1, k, replicate, bval[k])
+                        p10 = _px2(src, 3, y0_ + 1, x0, k, replicate, bval[k])
+                        p11 = _px2(src, 3, y0_ + 1, x0 + 1, k, replicate, bval[k])
+                        v0 = p00 + ax * (p01 - p00)
+                        v1 = p10 + ax * (p11 - p10)
+                        vv = np.rint(v0 + ay * (v1 - v0))
+                        r |= np.uint32(np.uint8(min(max(vv, np.float32(0)), np.float32(255)))) << np.uint32(8 * k)
+                    tmp[j] = np.uint32(r)
+                orow = out[y, 3 * xb:3 * (xb + n)]
+                i = 0
+                while 3 * i + 16 <= 3 * n:
+                    _pack4to3(tb, np.uint64(4 * i), orow, np.uint64(3 * i))
+                    i += 4
+                while i < n:
+                    orow[3 * i] = tb[4 * i]
+                    orow[3 * i + 1] = tb[4 * i + 1]
+                    orow[3 * i + 2] = tb[4 * i + 2]
+                    i += 1
+
+
 @nb.njit(inline="always", cache=True)
 def _px2(src, c, y, x, k, replicate, bv):
     h = src.shape[0]
@@ -245,51 +575,60 @@ def warp_affine_linear_u8(x: np.ndarray, M: tuple, oh: int, ow: int, border: int
     out = res.reshape(oh, ow * c)
     args = (src, c, np.float32(m[0]), np.float32(m[3]), rowx, rowy, border == CV_BORDER_REPLICATE, bval, out)
     chunks = n_chunks(oh * ow * c * 4, 1 << 21)
-    run_rows(_warp_rows, args, oh, chunks)
+    if c == 3 and w >= 2 and h >= 2 and x.size + 8 < 1 << 31:
+        run_rows(_warp_rows_c3, (src,) + args[2:], oh, chunks)
+    else:
+        run_rows(_warp_rows, args, oh, chunks)
     return res
 
 
 # ----------------------------------------------------------------------------- cvtColor
 @nb.njit(**_SERIAL)
-def _swap_words(w, o, n):
-    """BGR <-> RGB on n 4-pixel groups held in three uint32 words (b0 g0 r0 b1 | g1 r1 b2 g2 | r2 b3 g3 r3)."""
-    for g in range(n):
-        i = 3 * g
-        w0 = w[i]
-        w1 = w[i + 1]
-        w2 = w[i + 2]
-        o[i] = ((w0 >> 16) & 0xff) | (w0 & 0xff00) | ((w0 & 0xff) << 16) | (((w1 >> 8) & 0xff) << 24)
-        o[i + 1] = (w1 & 0xff) | (((w0 >> 24) & 0xff) << 8) | ((w2 & 0xff) << 16) | (w1 & 0xff000000)
-        o[i + 2] = ((w1 >> 16) & 0xff) | (((w2 >> 24) & 0xff) << 8) | (w2 & 0xff0000) | (((w2 >> 8) & 0xff) << 24)
+def _swap_pixels(src, dst, p0, p1):
+    """BGR <-> RGB of pixels [p0, p1) of flat 3-channel uint8 data: 10 pixels per step as two byte shuffles.
+    Writes stay inside the range (the 16th byte of a shuffle is rewritten by the next one or the tail)."""
+    off = 3 * p0
+    end = 3 * p1
+    while off + 31 <= end:
+        _swap5px(src, np.uint64(off), dst, np.uint64(off))
+        _swap5px(src, np.uint64(off + 15), dst, np.uint64(off + 15))
+        off += 30
+    while off < end:
+        dst[off] = src[off + 2]
+        dst[off + 1] = src[off + 1]
+        dst[off + 2] = src[off]
+        off += 3
 
 
 @nb.njit(**_SERIAL)
-def _swap_words64(w, o, n):
-    """BGR <-> RGB on n 8-pixel groups held in three uint64 words (byte k of a group at bit 8*(k % 8)).
-    (A loop from 0 to n: LLVM vectorises it; a loop over range(g0, g1) it does not.)"""
-    M = np.uint64(0xff)
-    for g in range(n):
-        i = 3 * g
-        a = w[i]
-        b = w[i + 1]
-        c = w[i + 2]
-        o[i] = (((a >> np.uint64(16)) & M) | (a & (M << np.uint64(8))) | ((a & M) << np.uint64(16))
-                | (((a >> np.uint64(40)) & M) << np.uint64(24)) | (a & (M << np.uint64(32)))
-                | (((a >> np.uint64(24)) & M) << np.uint64(40)) | ((b & M) << np.uint64(48))
-                | (a & (M << np.uint64(56))))
-        o[i + 1] = (((a >> np.uint64(48)) & M) | (((b >> np.uint64(24)) & M) << np.uint64(8))
-                    | (b & (M << np.uint64(16))) | (((b >> np.uint64(8)) & M) << np.uint64(24))
-                    | (((b >> np.uint64(48)) & M) << np.uint64(32)) | (b & (M << np.uint64(40)))
-                    | (((b >> np.uint64(32)) & M) << np.uint64(48)) | (((c >> np.uint64(8)) & M) << np.uint64(56)))
-        o[i + 2] = ((c & M) | (((b >> np.uint64(56)) & M) << np.uint64(8)) | (((c >> np.uint64(32)) & M) << np.uint64(16))
-                    | (c & (M << np.uint64(24))) | (((c >> np.uint64(16)) & M) << np.uint64(32))
-                    | (((c >> np.uint64(56)) & M) << np.uint64(40)) | (c & (M << np.uint64(48)))
-                    | (((c >> np.uint64(40)) & M) << np.uint64(56)))
+def _rgbx_to_bgr_pixels(src, dst, p0, p1):
+    """Pixels [p0, p1) of flat 4-channel uint8 data to 3 channels with the first and third swapped (alpha
+    dropped): 4 pixels per byte shuffle, writes kept inside the range."""
+    i = p0
+    while i + 6 <= p1:
+        _rgbx4_to_bgr(src, np.uint64(4 * i), dst, np.uint64(3 * i))
+        i += 4
+    while i < p1:
+        dst[3 * i] = src[4 * i + 2]
+        dst[3 * i + 1] = src[4 * i + 1]
+        dst[3 * i + 2] = src[4 * i]
+        i += 1
 
 
 @nb.njit(**_SERIAL)
-def _swap_block(w, o, g0, g1):
-    _swap_words64(w[3 * g0:3 * g1], o[3 * g0:3 * g1], g1 - g0)
+def _bgr_to_rgba_pixels(src, dst, p0, p1):
+    """Pixels [p0, p1) of flat 3-channel uint8 data to 4 channels, first and third swapped, alpha 255: 4 pixels
+    per byte shuffle (reads stay inside the range)."""
+    i = p0
+    while i + 6 <= p1:
+        _bgr4_to_rgba(src, np.uint64(3 * i), dst, np.uint64(4 * i))
+        i += 4
+    while i < p1:
+        dst[4 * i] = src[3 * i + 2]
+        dst[4 * i + 1] = src[3 * i + 1]
+        dst[4 * i + 2] = src[3 * i]
+        dst[4 * i + 3] = 255
+        i += 1
 
 
 @nb.njit(**_SERIAL)
@@ -349,17 +688,18 @@ def cvt_color(x: np.ndarray, code: int) -> np.ndarray:
     from ...ops.image_color import GRAY_FROM, GRAY_TO, SWAP
     x = np.ascontiguousarray(x)
     h, w = x.shape[:2]
-    chunks = n_chunks(x.size, 1 << 24)
+    chunks = n_chunks_if_idle(x.size, 1 << 20)  # memory-bound passes
     if code in SWAP:
         scn, dcn, swap, _ = SWAP[code]
         out = np.empty((h, w, dcn), np.uint8)
-        if scn == 3 and dcn == 3 and swap and (h * w) % 8 == 0:
-            words, o = x.reshape(-1).view(np.uint64), out.reshape(-1).view(np.uint64)
-            run_rows(_swap_block, (words, o), words.size // 3, chunks)
+        if scn == 3 and dcn == 3 and swap:  # byte shuffles: a second thread did not gain, idle or busy
+            _swap_pixels(x.reshape(-1), out.reshape(-1), 0, h * w)
             return out
-        if scn == 3 and dcn == 3 and swap and (h * w) % 4 == 0:
-            words, o = x.reshape(-1).view(np.uint32), out.reshape(-1).view(np.uint32)
-            _swap_words(words, o, words.size // 3)
+        if scn == 3 and dcn == 4 and swap:
+            run_rows(_bgr_to_rgba_pixels, (x.reshape(-1), out.reshape(-1)), h * w, chunks)
+            return out
+        if scn == 4 and dcn == 3 and swap:
+            run_rows(_rgbx_to_bgr_pixels, (x.reshape(-1), out.reshape(-1)), h * w, chunks)
             return out
         order = np.array([2, 1, 0] if swap else [0, 1, 2], np.int64)
         _swap_rows(x, out, order, scn == 4, 0, h)
@@ -475,7 +815,7 @@ def sep_filter_u8(x: np.ndarray, kx, ky, anchor, border: int, delta: float, dtyp
     src = np.ascontiguousarray(x).reshape(h, w * c)
     res = np.empty((h, w, c), dtype)
     out = res.reshape(h, w * c)
-    chunks = n_chunks(x.size * (len(kxa) + len(kya)), 1 << 25)
+    chunks = n_chunks(x.size * (len(kxa) + len(kya)), 1 << 23)
     run_rows(_sep_chunk, (src, xidx, ax, kxa, yidx, kya, c, use_fixed, np.float32(delta), dtype == np.uint8, out),
              h, chunks)
     return res
