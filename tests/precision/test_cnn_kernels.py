@@ -191,16 +191,26 @@ def test_depthwise_3x3_stride2_parity_planes(h, w, pads, half):
     assert np.abs(got - ref).max() <= (2e-2 if half else 1e-4) * max(1.0, float(np.abs(ref).max()))
 
 
+_RUNNER = []
+
+
+def _gemm_panels_runner():
+    """One compiled caller of the inline-only ``gemm_panels`` (compiled once per session)."""
+    if not _RUNNER:
+        from numba import njit
+
+        @njit
+        def run(ap, rows, k, b, ldb, n, c, ldc, zb, bt, ct):
+            K.gemm_panels(ap, rows, k, b.ctypes.data, ldb, n, c, ldc, zb, bt, ct)
+        _RUNNER.append(run)
+    return _RUNNER[0]
+
+
 @SETTINGS
 @given(st.integers(1, 40), st.integers(1, 80), st.integers(1, 70), st.integers(0, 5), st.integers(0, 3))
 def test_gemm_panels_matches_numpy(rows, k, n, extra_b, extra_c):
     """The serial micro-kernel GEMM (strided B and C, partial panels and column tails)."""
-    from numba import njit
-
-    @njit
-    def run(ap, rows, k, b, ldb, n, c, ldc, zb, bt, ct):
-        K.gemm_panels(ap, rows, k, b.ctypes.data, ldb, n, c, ldc, zb, bt, ct)
-
+    run = _gemm_panels_runner()
     rng = np.random.default_rng(rows * 1000 + k * 10 + n)
     a = rng.standard_normal((rows, k)).astype(np.float32)
     b = rng.standard_normal((k, n + extra_b)).astype(np.float32)
