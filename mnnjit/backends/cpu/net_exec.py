@@ -104,6 +104,10 @@ class NetPlan:
         self.out_shapes = [tuple(o.shape) for o in plan.outputs]
         self.steps = steps
         self._plan_buffers()
+        #: slot -> storage view of the pooled buffer a kernel step writes it into
+        self._static_sv = {st[-1]: K.storage_view(self.buffers[st[-1]]) for st in steps
+                           if st[0] != "ref" and self.buffers.get(st[-1]) is not None}
+        self._calls = [self._bind(st) for st in steps]
 
     # ------------------------------------------------------------------ building
     def _weights(self, w: Any, shape: Tuple[int, ...], group: int) -> PackedWeights:
@@ -228,10 +232,6 @@ class NetPlan:
             v = np.ascontiguousarray(v)
         return K.storage_view(v)
 
-    def _out(self, st: list) -> np.ndarray:
-        buf = self.buffers[st[-1]]
-        return np.empty(st[-2], self.act_dtype) if buf is None else buf
-
     def _feed(self, arrays: List[np.ndarray]) -> List[Any]:
         vals = list(self.init)
         for s, a in zip(self.feed_slots, arrays):
@@ -239,44 +239,67 @@ class NetPlan:
                 vals[s] = a
         return vals
 
-    def _exec(self, st: list, vals: List[Any]) -> None:
-        """Run one step, storing its result in ``vals``."""
+    def _kernel_fn(self, st: list):
+        """``f(*input_storage_arrays, out_storage_array)`` running a kernel step."""
         kind = st[0]
-        if kind == "ref":
-            _, ref, attrs, ins, dt, shape, out = st
-            v = ref([_f32(vals[j]) for j in ins], attrs)
-            if dt is not None:
-                v = np.asarray(v)
-                if v.dtype != dt:
-                    v = v.astype(dt)
-                if v.shape != shape:
-                    v = v.reshape(shape)
-            vals[out] = v
-            return
-        res = self._out(st)
-        rs = K.storage_view(res)
         if kind in ("conv", "dw", "wino"):
-            st[1].run(self._store(vals[st[2]]), rs)
-        elif kind == "add":
-            a, b = self._store(vals[st[2]]), self._store(vals[st[3]])
-            K._k_add(a.reshape(-1), b.reshape(-1), rs.reshape(-1), st[1])
-        elif kind == "act":
-            K._k_act(self._store(vals[st[2]]).reshape(-1), rs.reshape(-1), st[1])
-        elif kind == "gap":
-            x = self._store(vals[st[1]])
-            K._k_global_avg(x.reshape(x.shape[0] * x.shape[1], -1), rs.reshape(-1))
-        elif kind == "maxpool":
-            max_pool2d(self._store(vals[st[2]]), rs, *st[1])
-        elif kind == "pool":
-            K._k_pool(self._store(vals[st[2]]), rs, *st[1])
-        vals[st[-1]] = res
+            return st[1].run
+        if kind == "add":
+            code = st[1]
+            return lambda a, b, o: K._k_add(a.reshape(-1), b.reshape(-1), o.reshape(-1), code)
+        if kind == "act":
+            code = st[1]
+            return lambda a, o: K._k_act(a.reshape(-1), o.reshape(-1), code)
+        if kind == "gap":
+            return lambda a, o: K._k_global_avg(a.reshape(a.shape[0] * a.shape[1], -1), o.reshape(-1))
+        if kind == "maxpool":
+            args = st[1]
+            return lambda a, o: max_pool2d(a, o, *args)
+        args = st[1]
+        return lambda a, o: K._k_pool(a, o, *args)
+
+    def _bind(self, st: list):
+        """One step as a closure over ``vals``: kernel steps whose inputs and output live in pooled
+        buffers call their kernel on storage views fixed at build (no per-forward checks)."""
+        out = st[-1]
+        if st[0] == "ref":
+            _, ref, attrs, ins, dt, shape, _ = st
+
+            def call_ref(vals):
+                v = ref([_f32(vals[j]) for j in ins], attrs)
+                if dt is not None:
+                    v = np.asarray(v)
+                    if v.dtype != dt:
+                        v = v.astype(dt)
+                    if v.shape != shape:
+                        v = v.reshape(shape)
+                vals[out] = v
+            return call_ref
+        fn = self._kernel_fn(st)
+        ins = _step_inputs(st)
+        buf = self.buffers[out]
+        static = [self._static_sv.get(i) for i in ins]
+        if buf is not None and all(v is not None for v in static):
+            args = tuple(static) + (K.storage_view(buf),)
+
+            def call_static(vals):
+                fn(*args)
+                vals[out] = buf
+            return call_static
+        store, act_dtype, shape = self._store, self.act_dtype, st[-2]
+
+        def call(vals):
+            res = np.empty(shape, act_dtype) if buf is None else buf
+            fn(*[store(vals[i]) for i in ins], K.storage_view(res))
+            vals[out] = res
+        return call
 
     def run(self, arrays: List[np.ndarray]) -> List[np.ndarray]:
         """Evaluate on input arrays (the signature's shapes and dtypes); float32 outputs."""
         vals = self._feed(arrays)
         with np.errstate(all="ignore"), single_threaded_blas():
-            for st in self.steps:
-                self._exec(st, vals)
+            for call in self._calls:
+                call(vals)
         outs = []
         for s, shape in zip(self.out_slots, self.out_shapes):
             v = _f32(vals[s])
@@ -290,12 +313,12 @@ class NetPlan:
         vals = self._feed(arrays)
         rows = []
         with np.errstate(all="ignore"), single_threaded_blas():
-            for st in self.steps:
-                self._exec(st, vals)
+            for st, call in zip(self.steps, self._calls):
+                call(vals)
                 best = float("inf")
                 for _ in range(repeat):
                     t = time.perf_counter()
-                    self._exec(st, vals)
+                    call(vals)
                     best = min(best, time.perf_counter() - t)
                 node = self.order[st[-1]]
                 rows.append((st[0], f"{node.op} {list(node.shape)}", best))
