@@ -92,11 +92,6 @@ def convolution(ctx: Ctx, op, xs):
         w_node = xs[1]
         b_node = xs[2] if len(xs) > 2 else None
         out_ch, wi, kh, kw = w_node.shape
-    elif ctx.plain_conv:
-        w, b = _conv_weights(ctx, op, common, in_ch)
-        w_node = ctx.cached((id(op), "wnode"), lambda: ctx.const(w))
-        b_node = None if b is None else ctx.cached((id(op), "bnode"), lambda: ctx.const(b))
-        out_ch, wi, kh, kw = w.shape
     else:
         weights = _model_weights(ctx, op, common, in_ch)
         out_ch, wi, kh, kw = weights.shape
@@ -119,9 +114,6 @@ def convolution(ctx: Ctx, op, xs):
             b_node = None if weights.bias is None else ctx.cached((id(op), "bnode"), lambda: ctx.const(weights.bias))
             return _dense(ctx, op, x, w_node, b_node, act)
         return ctx.emit("mnn_conv2d", [x], dict(attrs, weights=weights))
-    if ctx.plain_conv and (kh, kw) == (1, 1) and (h, wd) == (1, 1) and s == (1, 1) and pads == (0, 0, 0, 0) \
-            and group == 1 and len(xs) == 1:
-        return _dense(ctx, op, x, w_node, b_node, act)
     ins = [x, w_node] + ([] if b_node is None else [b_node])
     return ctx.emit("conv2d", ins, attrs)
 
@@ -133,7 +125,7 @@ def _dense(ctx: Ctx, op, x, w_node, b_node, act: str):
     n, c = x.shape[0], x.shape[1]
     o = w_node.shape[0]
     attrs = {"transpose_a": False, "transpose_b": False, "act": act}
-    if n == 1 and o * c >= 65536 and not ctx.plain_conv:
+    if n == 1 and o * c >= 65536:
         w2 = ctx.cached((id(op), "w2"), lambda: node_of(B.reshape(w_node, (o, c))))
         ins = [w2, node_of(B.reshape(x, (c,)))] + ([] if b_node is None else [b_node])
     else:

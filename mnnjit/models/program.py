@@ -56,9 +56,6 @@ class Program:
         self.weight_cache: dict = {}
         #: Runtime memory mode: 2 (low) keeps quantized weights as codes (mnn_conv2d).
         self.memory = 0
-        #: Translate convolutions as plain conv2d nodes with constant weights (the form the
-        #: precision modes' ModePlan re-targets).
-        self.plain_conv = False
         specs = {}
         for op in net.oplists:
             if str(op.type) == "Input":
@@ -114,7 +111,6 @@ class Program:
     def ctx(self, dynamic: bool) -> Ctx:
         """A translation context for this model."""
         ctx = Ctx(self.net, self.subgraphs, dynamic, self.weight_cache, memory_low=self.memory == 2)
-        ctx.plain_conv = self.plain_conv
         return ctx
 
     def translate(self, feeds: list[Node], dynamic: bool = False, trace: list | None = None,

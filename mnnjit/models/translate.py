@@ -93,8 +93,6 @@ class Ctx:
         self.net = net
         #: memory=low: quantized weights stay codes in memory (see mnnjit.precision).
         self.memory_low = memory_low
-        #: Emit conv2d with constant weight nodes instead of mnn_conv2d (see Program.plain_conv).
-        self.plain_conv = False
         self.subgraphs = subgraphs
         self.dynamic = dynamic
         self.cache = cache  # per-model cache of decoded weights (keyed by op identity)
