@@ -110,8 +110,7 @@ class Program:
 
     def ctx(self, dynamic: bool) -> Ctx:
         """A translation context for this model."""
-        ctx = Ctx(self.net, self.subgraphs, dynamic, self.weight_cache, memory_low=self.memory == 2)
-        return ctx
+        return Ctx(self.net, self.subgraphs, dynamic, self.weight_cache, memory_low=self.memory == 2)
 
     def translate(self, feeds: list[Node], dynamic: bool = False, trace: list | None = None,
                   tensors: dict | None = None) -> list[Node]:

@@ -9,9 +9,9 @@ right), ``group``, ``act``).
 
 Semantics (``ref``) are exactly ``conv2d``'s on the decoded float weights. The CPU kernel (Numba,
 registered with the compiler's hand-written-kernel registry) runs depthwise convolutions with the
-direct depthwise kernel and quantized weights with the precision engineer's tiled GEMM convolution
-on the codes (dequantizing one row block at a time); float weights use im2col + BLAS (measured
-faster).
+depthwise kernel and quantized weights with the GEMM micro-kernel convolution on the codes
+(dequantizing panel by panel); float weights use the reference (im2col + BLAS). Large models do
+not come here: they run as kernel-step plans (``backends/cpu/net_exec``).
 """
 from __future__ import annotations
 
@@ -114,9 +114,10 @@ def _cpu_kernel(inputs: list, attrs: dict) -> np.ndarray:
     if g > 1 and g == o and ci == 1:
         return K.depthwise_conv2d(x, w.dense().reshape(o, kh * kw), w.bias, (kh, kw), stride, pads, dil, act)
     if not w.quantized:
-        # float weights: im2col + one BLAS GEMM (the reference) measured faster than the tiled
-        # kernel on every ResNet-18 / MobileNetV2 shape (1 thread: 128x128x3x3 at 28x28 14 vs 30 ms,
-        # 512x512x3x3 at 7x7 12 vs 141 ms; 2 threads: ResNet-18 243 vs 1036 ms)
+        # float weights: the reference (im2col + one BLAS GEMM). Models whose convolutions reach
+        # the compile threshold run as kernel-step plans (backends/cpu/net_exec) with weights
+        # packed once for the micro-kernel; this path only serves the remaining small plans,
+        # where packing on every call would cost more than it saves
         return _ref(inputs, attrs)
     return K.conv2d(x, w.source(), w.bias, (kh, kw), stride, pads, dil, g, act)
 
