@@ -152,6 +152,8 @@ class _Module:
                     arrays.append(arr)
         if arrays is None:
             sig, arrays, keys = self._prepare_keyed(inputs)
+            if self._threads:
+                _set_threads(self._threads)   # kernel-step plans split their work at build
             plan = self._plan(sig)
             self._fast_keys = keys
         else:

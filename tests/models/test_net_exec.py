@@ -71,3 +71,19 @@ def test_profile_lists_every_step(shared_dir):
     rows = m._last_plan.profile([x], repeat=1)
     assert len(rows) == len(m._last_plan.steps)
     assert {r[0] for r in rows} >= {"conv", "dw", "add"}
+
+
+def test_plan_uses_the_module_thread_count(shared_dir):
+    """A kernel-step plan splits its work for the module's numThread, whatever ran before."""
+    path = str(shared_dir / "models" / "mobilenetv2.mnn")
+    x = MNN.expr.const(np.zeros((1, 3, 224, 224), np.float32), [1, 3, 224, 224])
+    one = MNN.nn.load_module_from_file(path, ["x"], ["logits"],
+                                       runtime_manager=MNN.nn.create_runtime_manager({"numThread": 1}))
+    one.forward(x)
+    two = MNN.nn.load_module_from_file(path, ["x"], ["logits"],
+                                       runtime_manager=MNN.nn.create_runtime_manager({"numThread": 2}))
+    two.forward(x)
+    import numba
+    assert one._last_plan.threads == 1
+    assert two._last_plan.threads == min(2, numba.config.NUMBA_NUM_THREADS)
+    assert np.allclose(np.asarray(one.forward(x).read()), np.asarray(two.forward(x).read()), atol=1e-5)
