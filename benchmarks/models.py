@@ -59,6 +59,9 @@ for name, (mnn_path, onnx_path, shape) in spec["models"].items():
     fns = {"mnnjit": lambda: jm.forward([jx])[0].read_view(), "MNN": lambda: mm.forward([mx])[0].read()}
     if onnx_path:
         so = ort.SessionOptions(); so.intra_op_num_threads = threads; so.inter_op_num_threads = 1
+        # ORT's idle workers spin after each run by default and then steal the second core from
+        # the framework measured next in this process (mnnjit's 2-thread ResNet-18 doubled)
+        so.add_session_config_entry("session.intra_op.allow_spinning", "0")
         sess = ort.InferenceSession(onnx_path, so, providers=["CPUExecutionProvider"])
         iname = sess.get_inputs()[0].name
         fns["ORT"] = lambda: sess.run(None, {iname: x})
