@@ -2,7 +2,9 @@
 
     PYTHONPATH=. python benchmarks/models.py [--runs 30] [--threads 1 2] [--quick]
 
-Models: MobileNetV2 (shared/models), ResNet-18 (built with the onnx helper API, converted with real
+Rounds alternate the frameworks; in each round a CNN gets a block of four forwards of which the
+last three are timed (the first pays for the previous framework's spinning threads and evicted
+caches). Models: MobileNetV2 (shared/models), ResNet-18 (built with the onnx helper API, converted with real
 MNN's converter into a temp dir), the 2-layer MLP. For each thread count a fresh process runs the
 three frameworks in turn, one forward each per round, and reports medians and mnnjit / MNN ratios.
 Also: the MLP's per-forward time (medians of batches of 100 forwards, and of single alternating
@@ -78,6 +80,14 @@ for name, (mnn_path, onnx_path, shape) in spec["models"].items():
     n = runs * (3 if name == "mlp" else 1)
     for _ in range(n):
         for k, f in fns.items():
+            if batch == 1:
+                # a block of forwards per framework: the first one after another framework pays
+                # for the other's idle worker threads (MNN's pool spins for a while after a run)
+                # and its evicted caches; it is run but not counted
+                f()
+                for _ in range(3):
+                    t = time.perf_counter(); f(); times[k].append(time.perf_counter() - t)
+                continue
             t = time.perf_counter()
             for _ in range(batch):
                 f()
