@@ -178,6 +178,21 @@ _rgbx4_to_bgr = _shuffle16([2, 1, 0, 6, 5, 4, 10, 9, 8, 14, 13, 12, 15, 15, 15, 
 _bgr4_to_rgba = _shuffle16([2, 1, 0, 16, 5, 4, 3, 16, 8, 7, 6, 16, 11, 10, 9, 16], 255)
 #: Four 4-byte pixels -> four 3-byte pixels (bytes 12-15 junk, to be rewritten).
 _pack4to3 = _shuffle16([0, 1, 2, 4, 5, 6, 8, 9, 10, 12, 13, 14, 15, 15, 15, 15])
+
+
+@nb.njit(inline="always", cache=True)
+def _store_rgbx_row(tb, orow, n):
+    """orow[3*i + k] = tb[4*i + k] for i < n, k < 3 (4-byte pixels packed to 3 bytes): 16-byte
+    shuffles while a whole 16-byte store fits, then pixel by pixel."""
+    i = 0
+    while 3 * i + 16 <= 3 * n:
+        _pack4to3(tb, np.uint64(4 * i), orow, np.uint64(3 * i))
+        i += 4
+    while i < n:
+        orow[3 * i] = tb[4 * i]
+        orow[3 * i + 1] = tb[4 * i + 1]
+        orow[3 * i + 2] = tb[4 * i + 2]
+        i += 1
 _M8 = np.uint64(0xff)
 
 
@@ -258,16 +273,7 @@ def _resize_rows_c3(src, xo, wa, wb, nsafe, yi, by, out, y0, y1, st0, st1, tmp):
                 t = min(max(t, np.int32(0)), np.int32(255))
                 r |= np.uint32(t) << np.uint32(8 * k)
             tmp[x] = r
-        orow = out[dy]
-        i = 0
-        while 3 * i + 16 <= 3 * ow:
-            _pack4to3(tb, np.uint64(4 * i), orow, np.uint64(3 * i))
-            i += 4
-        while i < ow:
-            orow[3 * i] = tb[4 * i]
-            orow[3 * i + 1] = tb[4 * i + 1]
-            orow[3 * i + 2] = tb[4 * i + 2]
-            i += 1
+        _store_rgbx_row(tb, out[dy], ow)
 
 
 @nb.njit(**_SERIAL)
@@ -534,16 +540,7 @@ def _warp_rows_c3(src, m0, m3, rowx, rowy, replicate, bval, out, y0, y1):
                         vv = np.rint(v0 + ay * (v1 - v0))
                         r |= np.uint32(np.uint8(min(max(vv, np.float32(0)), np.float32(255)))) << np.uint32(8 * k)
                     tmp[j] = np.uint32(r)
-                orow = out[y, 3 * xb:3 * (xb + n)]
-                i = 0
-                while 3 * i + 16 <= 3 * n:
-                    _pack4to3(tb, np.uint64(4 * i), orow, np.uint64(3 * i))
-                    i += 4
-                while i < n:
-                    orow[3 * i] = tb[4 * i]
-                    orow[3 * i + 1] = tb[4 * i + 1]
-                    orow[3 * i + 2] = tb[4 * i + 2]
-                    i += 1
+                _store_rgbx_row(tb, out[y, 3 * xb:3 * (xb + n)], n)
 
 
 @nb.njit(inline="always", cache=True)
