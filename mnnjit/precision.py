@@ -7,26 +7,27 @@ MNN's runtime config (``MNN.nn.create_runtime_manager(({'precision': ..., 'memor
 
 ========================  ==========================================================================
 ``precision`` 0, 1, 3     float32 storage and compute (3 = ``lowBF``: no bf16 path on CPU -> fp32)
-``precision`` 2 (low)     activations AND float weights stored as float16 (``np.float16`` arrays,
-                          uint16 bits inside Numba), every kernel computes in float32 (F16C
-                          conversions on load/store: :mod:`mnnjit.backends.cpu.fp16`); model inputs
-                          and outputs stay float32.
-``memory`` 0, 1           weight-quantized models are decoded to float (fp32, or fp16 under
-                          precision=low) once, at load, as MNN does.
-``memory`` 2 (low)        8-bit and <=4-bit quantized conv/matmul weights stay codes in memory
+``precision`` 2 (low)     models: every activation between kernels is stored as float16
+                          (``np.float16``, uint16 bits inside Numba; F16C conversions on load and
+                          store, :mod:`mnnjit.backends.cpu.fp16`), every kernel computes in float32;
+                          weights stay float32 micro-kernel panels (float16 panels measured 3x
+                          slower: one scalar widening per weight per k-step); model inputs and
+                          outputs stay float32.
+``memory`` 0, 1           weight-quantized models are decoded to float once, at load, as MNN does.
+``memory`` 2 (low)        8-bit and <=4-bit quantized convolution weights stay codes in memory
                           (int8, or two 4-bit codes a byte) with per-channel/per-block scale and
-                          offset; GEMMs dequantize one row block at a time into a cache-resident
-                          scratch buffer feeding BLAS (measured faster here than dynamic int8
-                          activations with int8 x int8 -> int32, see docs/notes/precision.md).
-                          Float (non-quantized) models are unaffected, as in MNN.
+                          offset; each convolution task dequantizes the weight panels it needs
+                          into a cache-resident scratch once per forward, feeding the GEMM
+                          micro-kernel; 8-bit classifiers (1x1 on one pixel) read the codes in a
+                          GEMV. Float (non-quantized) models are unaffected, as in MNN.
 ========================  ==========================================================================
 
 For Vars built with ``mnnjit.expr``: the precision given to ``set_global_executor_config`` is
-what :func:`executor_modes` returns; under precision=low the compiler may keep intermediates of
-fused NN kernels (conv, depthwise conv, pooling, activation/add chains) in float16 with the
-kernels of :mod:`mnnjit.backends.cpu.fp16_kernels` (not wired into the compiler yet); values a
-user reads stay float32 (MNN also returns float32). ``memory`` has no effect on expr-built Vars
-(they carry no quantized weights).
+recorded (:func:`executor_modes`), and computation stays float32. That gives real MNN's numbers:
+on this CPU (no fp16 arithmetic) real MNN computes expr graphs in float32 under precision=low too,
+and values a user reads are float32 in both. fp16 storage pays off only where intermediates are
+stored between kernels of a fixed plan (the model runner). ``memory`` has no effect on expr-built
+Vars (they carry no quantized weights).
 
 The model runner (``mnnjit.nn.Module._plan``) calls :func:`plan_for_modes` with the runtime
 manager's precision/memory; CNN plans (every mode) and plans in fp16 / quantized modes run as a

@@ -40,6 +40,28 @@ def test_executor_modes_roundtrip():
     assert executor_modes() == Modes()
 
 
+def test_expr_vars_compute_float32_under_low_precision():
+    """expr graphs keep float32 compute under precision=low (real MNN's numbers on this CPU)."""
+    import mnnjit.expr as F
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((1, 3, 9, 9)).astype(np.float32)
+    w = rng.standard_normal((4, 3, 3, 3)).astype(np.float32)
+
+    def run():
+        xin = F.convert(F.const(x, [1, 3, 9, 9]), F.NC4HW4)
+        y = F.relu(F.conv2d(xin, F.const(w, [4, 3, 3, 3]), F.const(np.zeros(4, np.float32), [4]),
+                            [1, 1], [1, 1]))
+        return np.asarray(y.read())
+    normal = run()
+    try:
+        F.set_global_executor_config(0, 2, 1)
+        low = run()
+        assert executor_modes().fp16
+    finally:
+        set_executor_modes()
+    assert low.dtype == np.float32 and np.array_equal(low, normal)
+
+
 MODES = [(0, 0), (2, 0), (0, 2), (2, 2)]
 
 
