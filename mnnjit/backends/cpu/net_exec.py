@@ -35,17 +35,10 @@ from .depthwise import Depthwise
 from .fp16 import to_f16, to_f32
 from .pool import max_pool2d
 
-__all__ = ["NetPlan", "worth_it"]
+__all__ = ["NetPlan"]
 
 _ACTS = ("relu", "relu6", "sigmoid", "tanh")
 _KERNEL_OPS = ("mnn_conv2d", "conv2d")
-
-
-def worth_it(plan: Any) -> bool:
-    """True when a plan's graph has a convolution this executor runs (else the generic path)."""
-    if getattr(plan, "dynamic", False) or not getattr(plan, "outputs", None):
-        return False
-    return any(_conv_params(n) is not None for n in topo_order(plan.outputs, stop_at_values=False))
 
 
 def _conv_params(n: Node) -> Optional[Tuple[Any, Optional[np.ndarray], Tuple[int, ...]]]:
