@@ -30,9 +30,9 @@ stored between kernels of a fixed plan (the model runner). ``memory`` has no eff
 Vars (they carry no quantized weights).
 
 The model runner (``mnnjit.nn.Module._plan``) calls :func:`plan_for_modes` with the runtime
-manager's precision/memory; CNN plans (every mode) and plans in fp16 / quantized modes run as a
-:class:`mnnjit.backends.cpu.net_exec.NetPlan` (fp16 activation storage, quantized weight codes),
-others as the program's ExecutionPlan. Lower-level pieces for other runners: :func:`parse_modes`,
+manager's precision/memory; plans with convolutions run as a
+:class:`mnnjit.backends.cpu.net_exec.NetPlan` (every mode; fp16 activation storage, quantized weight
+codes), others as the program's ExecutionPlan. Lower-level pieces for other runners: :func:`parse_modes`,
 :func:`conv_weight_source`/:func:`depthwise_weight`/:func:`weight_storage` (weights as kept in
 memory), :func:`activation_dtype`, :func:`to_storage`/:func:`from_storage`.
 
@@ -191,8 +191,8 @@ def plan_for_modes(program: Any, signature: tuple, precision: int = NORMAL,
     """The model runner's hook (``nn.Module._plan``): the plan that runs ``program`` for an input
     signature in the given modes.
 
-    A static plan whose graph has convolutions (or, in fp16 / quantized modes, a fully connected
-    layer) runs as a :class:`mnnjit.backends.cpu.net_exec.NetPlan` (kernel steps on preallocated
+    A static plan whose convolutions reach the compile threshold (any convolution in fp16 /
+    quantized modes; ``mnnjit.models.netcheck``) runs as a :class:`mnnjit.backends.cpu.net_exec.NetPlan` (kernel steps on preallocated
     buffers; fp16 storage under precision=low, quantized weight codes under memory=low), built
     once per (signature, modes, thread count) and cached on the program. Other plans (no
     convolution, control flow, compiling disabled with ``MNNJIT_JIT_THRESHOLD=off``) are the

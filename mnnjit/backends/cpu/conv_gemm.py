@@ -30,7 +30,7 @@ from .fp16 import load, store
 from .gemm_tile import MR, NR, tile8_f16, tile8_f32, tile_f16, tile_f32
 from .fp16_kernels import _act, _act_code, _conv_out_hw, _keep_alive
 
-__all__ = ["PackedWeights", "ConvGemm", "conv2d_gemm", "gemm_panels", "pack_grouped", "MR", "NR"]
+__all__ = ["PackedWeights", "ConvGemm", "gemm_panels", "pack_grouped", "MR", "NR"]
 
 _IN_REGISTERS = (0, 1, 2)   # activation codes the micro-kernel applies itself
 
@@ -496,16 +496,3 @@ def pack_grouped(w: np.ndarray, group: int) -> PackedWeights:
     pw.npanel = group * npg
     pw.groups = group
     return pw
-
-
-def conv2d_gemm(x: np.ndarray, w: np.ndarray, bias: Optional[np.ndarray], stride=(1, 1),
-                pads=(0, 0, 0, 0), dilation=(1, 1), group: int = 1, act: str = "") -> np.ndarray:
-    """Convenience: ``conv2d`` of float32 NCHW ``x`` with float32 ``w`` [O, C/group, kh, kw]
-    through the micro-kernel (packs the weights on every call: for tests and one-off use)."""
-    O, cg, kh, kw = w.shape
-    wm = np.asarray(w, np.float32).reshape(O, cg * kh * kw)
-    pw = pack_grouped(wm, group) if group > 1 else PackedWeights.from_dense(wm)
-    cv = ConvGemm(pw, bias, x.shape, (kh, kw), stride, pads, dilation, group, act)
-    x = np.ascontiguousarray(x, np.float32)
-    out = np.empty(cv.out_shape, np.float32)
-    return cv.run(x, out)

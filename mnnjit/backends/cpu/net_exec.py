@@ -3,14 +3,15 @@
 :class:`NetPlan` walks an :class:`mnnjit.models.program.ExecutionPlan`'s graph once, for one input
 signature, mode and thread count, and turns every node into a step:
 
-* convolutions (``mnn_conv2d``, or ``conv2d`` with constant weights) -> :class:`.conv_gemm.ConvGemm`
-  (the register-blocked micro-kernel, bias and relu/relu6 fused; weights packed once, as float32,
-  float16 (precision=low) or kept as int8/4-bit codes (memory=low)), depthwise ones ->
+* convolutions (``mnn_conv2d``, or ``conv2d`` with constant weights:
+  :func:`mnnjit.models.netcheck.conv_params`) -> :class:`.conv_gemm.ConvGemm` (the register-blocked
+  micro-kernel, bias and relu/relu6 fused; weights packed once as float32 panels, or kept as
+  int8/4-bit codes under memory=low; 8-bit classifiers as a GEMV on the codes), depthwise ones ->
   :class:`.depthwise.Depthwise`, 3x3 stride-1 ones -> Winograd when :mod:`.winograd` says so;
 * ``add`` of two same-shape tensors, with a ``relu``/``relu6`` that only it feeds folded in;
   lone activations; max pooling (:mod:`.pool`), average pooling, global average pooling;
-* a fully connected layer (``matmul_ex`` with a constant weight) -> BLAS (or the quantized GEMV);
-* anything else -> the op's numpy reference on float32 values.
+* anything else (a float classifier's ``matmul_ex`` included: one BLAS GEMV) -> the op's numpy
+  reference on float32 values.
 
 Buffers: every kernel output is assigned, at build, a buffer from a pool (reused once every value
 living in it, views made by reference steps included, is dead); buffers the outputs may alias
@@ -27,6 +28,7 @@ import numpy as np
 from numba import get_num_threads
 
 from ...graph import Node, topo_order
+from ...models.netcheck import conv_params
 from ...ops import registry
 from . import fp16_kernels as K
 from ._blas import single_threaded_blas
@@ -38,21 +40,6 @@ from .pool import max_pool2d
 __all__ = ["NetPlan"]
 
 _ACTS = ("relu", "relu6", "sigmoid", "tanh")
-_KERNEL_OPS = ("mnn_conv2d", "conv2d")
-
-
-def _conv_params(n: Node) -> Optional[Tuple[Any, Optional[np.ndarray], Tuple[int, ...]]]:
-    """(weights: ConvWeights or float array [O, cg, kh, kw], bias, weight shape) of a convolution
-    node this executor can run, else None."""
-    if n.op == "mnn_conv2d" and len(n.shape) == 4 and n.dtype == np.float32:
-        w = n.attrs["weights"]
-        return w, w.bias, tuple(w.shape)
-    if n.op == "conv2d" and len(n.shape) == 4 and n.dtype == np.float32 and \
-            n.inputs[1].op == "const" and (len(n.inputs) == 2 or n.inputs[2].op == "const"):
-        w = np.asarray(n.inputs[1].value, np.float32)
-        b = None if len(n.inputs) == 2 else np.asarray(n.inputs[2].value, np.float32).reshape(-1)
-        return w, b, tuple(w.shape)
-    return None
 
 
 class NetPlan:
@@ -121,7 +108,7 @@ class NetPlan:
         ins = n.inputs
         if n.dtype != np.float32:
             return None
-        conv = _conv_params(n)
+        conv = conv_params(n)
         if conv is not None and min(n.attrs["pads"]) >= 0:
             w, bias, shape = conv
             O, cg, kh, kw = shape
@@ -135,8 +122,7 @@ class NetPlan:
                                a["stride"], a["pads"], a["dilation"], act, self.threads)
                 self.weights.append(op.w)
                 return ["dw", op, slot[id(ins[0])], op.out_shape]
-            wino = _winograd(w, bias, shape, in_shape, a, g, self.threads, self.fp16,
-                             self.keep_quantized)
+            wino = _winograd(w, bias, shape, in_shape, a, g, self.threads, self.keep_quantized)
             if wino is not None:
                 self.weights.append(wino)
                 return ["wino", wino, slot[id(ins[0])], tuple(n.shape)]
@@ -167,7 +153,7 @@ class NetPlan:
             (kh, kw), (sh, sw), p = a["kernel"], a["stride"], a["pads"]
             if a["kind"] == "max":
                 return ["maxpool", ((kh, kw), (sh, sw), tuple(p)), slot[id(x)], tuple(n.shape)]
-            return ["pool", (a["kind"] == "max", kh, kw, sh, sw, p[0], p[2], p[1], p[3],
+            return ["pool", (False, kh, kw, sh, sw, p[0], p[2], p[1], p[3],
                              bool(a.get("count_include_pad", True))), slot[id(x)], tuple(n.shape)]
         return None
 
@@ -340,7 +326,7 @@ def _step_inputs(st: list) -> List[int]:
         return list(st[3])
     if kind == "add":
         return [st[2], st[3]]
-    if kind in ("gap",):
+    if kind == "gap":
         return [st[1]]
     return [st[2]]
 
@@ -375,7 +361,7 @@ class _Winograd:
         return out
 
 
-def _winograd(w, bias, shape, in_shape, attrs, group, threads, fp16, keep_quantized):
+def _winograd(w, bias, shape, in_shape, attrs, group, threads, keep_quantized):
     """A Winograd convolution for a 3x3 stride-1 layer when :func:`.winograd.choose` says it is
     the fastest method (float weights only: quantized codes stay on the GEMM path)."""
     O, cg, kh, kw = shape
