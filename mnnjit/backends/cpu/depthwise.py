@@ -60,22 +60,58 @@ def _plane_flat(xp, WP, acc, n_flat, wc, b, kh, kw, s, dh, dw):
                     a[i] += wv * r[s * i]
 
 
+@njit(inline="always")
+def _dw_plane(plane, xp, acc, wc, b, outp, kh, kw, sh, sw, pt, pl, dh, dw, act, HP, WP, n_flat):
+    """One channel: ``outp`` [OH, OW] = act(b + taps ``wc`` over ``plane`` [H, W]) (storage arrays)
+    through the zero-bordered float32 plane ``xp`` (row stride WP, borders already zero) and the
+    float32 row buffer ``acc``. With equal strides the plane is one flat loop (:func:`_plane_flat`)."""
+    H, W = plane.shape
+    OH, OW = outp.shape
+    for iy in range(H):
+        if pt + iy >= HP:
+            break
+        dst = xp[(pt + iy) * WP + pl:(pt + iy) * WP + WP]
+        src = plane[iy]
+        m = min(W, WP - pl)
+        for ix in range(m):
+            dst[ix] = load(src, ix)
+    if sh == sw:
+        _plane_flat(xp, WP, acc, n_flat, wc, b, kh, kw, sh, dh, dw)
+        for oy in range(OH):
+            _store_act(outp[oy], 0, acc, oy * WP, np.float32(0.0), OW, act)
+        return
+    for oy in range(OH):
+        row = acc[:OW]
+        for ox in range(OW):
+            row[ox] = b
+        for ky in range(kh):
+            r = xp[(oy * sh + ky * dh) * WP:]
+            for kx in range(kw):
+                wv = wc[ky * kw + kx]
+                rk = r[kx * dw:]
+                for ox in range(OW):
+                    row[ox] += wv * rk[ox * sw]
+        _store_act(outp[oy], 0, acc, 0, np.float32(0.0), OW, act)
+
+
+@njit(inline="always")
+def _dw_geometry(H, W, OH, OW, kh, kw, sh, sw, pt, pl, dh, dw):
+    """(HP, WP, n_flat) of :func:`_dw_plane`'s bordered plane for these sizes."""
+    HP = max((OH - 1) * sh + (kh - 1) * dh + 1, pt + H)
+    WP = max((OW - 1) * sw + (kw - 1) * dw + 1, pl + W)
+    # one flat loop needs equal strides; the flat index i = oy*WP + ox stops at the last output
+    return HP, WP, (OH - 1) * WP + OW
+
+
 @njit(parallel=True, cache=True)
 def _k_depthwise(x, w, bias, out, kh, kw, sh, sw, pt, pl, dh, dw, act, nchunk):
     """out[n, c] = act(bias[c] + sum_taps w[c, tap] * x[n, c, shifted]); x [N, C, H, W] and out
     [N, C, OH, OW] as storage arrays (float32 or uint16 half bits), w [C, kh*kw] float32.
-
-    Per task a zero-bordered float32 plane (borders written once; each channel overwrites only
-    the interior with contiguous row copies). With equal strides the plane is computed as one
-    flat loop (:func:`_plane_flat`); rows are then stored through the activation."""
+    Tasks are chunks of (image, channel) planes, each computed by :func:`_dw_plane`."""
     N, C, H, W = x.shape
     OH, OW = out.shape[2], out.shape[3]
-    HP = max((OH - 1) * sh + (kh - 1) * dh + 1, pt + H)
-    WP = max((OW - 1) * sw + (kw - 1) * dw + 1, pl + W)
+    HP, WP, n_flat = _dw_geometry(H, W, OH, OW, kh, kw, sh, sw, pt, pl, dh, dw)
     NC = N * C
-    s = sh
-    # one flat loop needs equal strides; the flat index i = oy*WP + ox stops at the last output
-    n_flat = (OH - 1) * WP + OW
     for chunk in prange(nchunk):
         c0 = chunk * NC // nchunk
         c1 = (chunk + 1) * NC // nchunk
@@ -84,92 +120,79 @@ def _k_depthwise(x, w, bias, out, kh, kw, sh, sw, pt, pl, dh, dw, act, nchunk):
         for nc in range(c0, c1):
             n = nc // C
             c = nc % C
-            plane = x[n, c]
-            for iy in range(H):
-                if pt + iy >= HP:
-                    break
-                dst = xp[(pt + iy) * WP + pl:(pt + iy) * WP + WP]
-                src = plane[iy]
-                m = min(W, WP - pl)
-                for ix in range(m):
-                    dst[ix] = load(src, ix)
-            if sh == sw:
-                _plane_flat(xp, WP, acc, n_flat, w[c], bias[c], kh, kw, s, dh, dw)
-                for oy in range(OH):
-                    _store_act(out[n, c, oy], 0, acc, oy * WP, np.float32(0.0), OW, act)
-            else:
-                wc = w[c]
-                for oy in range(OH):
-                    row = acc[:OW]
-                    for ox in range(OW):
-                        row[ox] = bias[c]
-                    for ky in range(kh):
-                        r = xp[(oy * sh + ky * dh) * WP:]
-                        for kx in range(kw):
-                            wv = wc[ky * kw + kx]
-                            rk = r[kx * dw:]
-                            for ox in range(OW):
-                                row[ox] += wv * rk[ox * sw]
-                    _store_act(out[n, c, oy], 0, acc, 0, np.float32(0.0), OW, act)
+            _dw_plane(x[n, c], xp, acc, w[c], bias[c], out[n, c], kh, kw, sh, sw, pt, pl, dh, dw,
+                      act, HP, WP, n_flat)
+
+
+@njit(inline="always")
+def _s2_geometry(H, W, OH, OW, pt, pl):
+    """(WH, PS, n_flat) of :func:`_dw_plane_s2`'s four parity planes: row length, plane size
+    and the flat output length."""
+    HH = max(OH + 1, (pt + H + 1) // 2) + 1
+    WH = max(OW + 1, (pl + W + 1) // 2) + 1
+    return WH, HH * WH, (OH - 1) * WH + OW
+
+
+@njit(inline="always")
+def _dw_plane_s2(plane, xp, acc, wc, b, outp, pt, pl, act, WH, PS, n_flat):
+    """One channel of a 3x3 stride-2 (dilation 1) depthwise convolution: the zero-bordered plane
+    is stored as four parity planes in ``xp`` (even/odd padded rows x even/odd padded columns,
+    split while copying), so every tap of output (oy, ox) is
+    plane[(ky%2)*2 + kx%2][oy + ky//2, ox + kx//2]: nine contiguous streams over a flat output
+    index with one junk column per row, instead of stride-2 gathers."""
+    H, W = plane.shape
+    OH, OW = outp.shape
+    e0 = pl % 2                  # first input column landing on an even padded column
+    e1 = 1 - e0
+    ne = (W - e0 + 1) // 2
+    no = (W - e1 + 1) // 2
+    je = (e0 + pl) // 2
+    jo = (e1 + pl) // 2
+    for iy in range(H):
+        py = iy + pt
+        rb = (py % 2) * 2 * PS + (py // 2) * WH
+        src = plane[iy]
+        de = xp[rb + je:rb + je + ne]
+        se = src[e0:]
+        for j in range(ne):
+            de[j] = load(se, 2 * j)
+        do = xp[rb + PS + jo:rb + PS + jo + no]
+        so = src[e1:]
+        for j in range(no):
+            do[j] = load(so, 2 * j)
+    w0, w1, w2, w3, w4, w5, w6, w7, w8 = wc[0], wc[1], wc[2], wc[3], wc[4], wc[5], wc[6], wc[7], wc[8]
+    t0 = xp[0:]
+    t1 = xp[PS:]
+    t2 = xp[1:]
+    t3 = xp[2 * PS:]
+    t4 = xp[3 * PS:]
+    t5 = xp[2 * PS + 1:]
+    t6 = xp[WH:]
+    t7 = xp[PS + WH:]
+    t8 = xp[WH + 1:]
+    for i in range(n_flat):
+        acc[i] = (b + w0 * t0[i] + w1 * t1[i] + w2 * t2[i] + w3 * t3[i] + w4 * t4[i]
+                  + w5 * t5[i] + w6 * t6[i] + w7 * t7[i] + w8 * t8[i])
+    for oy in range(OH):
+        _store_act(outp[oy], 0, acc, oy * WH, np.float32(0.0), OW, act)
 
 
 @njit(parallel=True, cache=True)
 def _k_depthwise_s2(x, w, bias, out, pt, pl, act, nchunk):
-    """3x3, stride 2, dilation 1: the zero-bordered plane is stored as four parity planes
-    (even/odd padded rows x even/odd padded columns, the split made while copying), so every tap
-    of output (oy, ox) is plane[(ky%2)*2 + kx%2][oy + ky//2, ox + kx//2]: nine contiguous streams
-    over a flat output index with one junk column per row, instead of stride-2 gathers."""
+    """3x3, stride 2, dilation 1 (:func:`_dw_plane_s2` per channel); tasks are chunks of planes."""
     N, C, H, W = x.shape
     OH, OW = out.shape[2], out.shape[3]
-    HH = max(OH + 1, (pt + H + 1) // 2) + 1
-    WH = max(OW + 1, (pl + W + 1) // 2) + 1
-    PS = HH * WH
+    WH, PS, n_flat = _s2_geometry(H, W, OH, OW, pt, pl)
     NC = N * C
-    n_flat = (OH - 1) * WH + OW
     for chunk in prange(nchunk):
         c0 = chunk * NC // nchunk
         c1 = (chunk + 1) * NC // nchunk
         xp = np.zeros(4 * PS, np.float32)
         acc = np.empty(n_flat, np.float32)
-        e0 = pl % 2                  # first input column landing on an even padded column
-        e1 = 1 - e0
-        ne = (W - e0 + 1) // 2
-        no = (W - e1 + 1) // 2
-        je = (e0 + pl) // 2
-        jo = (e1 + pl) // 2
         for nc in range(c0, c1):
             n = nc // C
             c = nc % C
-            plane = x[n, c]
-            for iy in range(H):
-                py = iy + pt
-                rb = (py % 2) * 2 * PS + (py // 2) * WH
-                src = plane[iy]
-                de = xp[rb + je:rb + je + ne]
-                se = src[e0:]
-                for j in range(ne):
-                    de[j] = load(se, 2 * j)
-                do = xp[rb + PS + jo:rb + PS + jo + no]
-                so = src[e1:]
-                for j in range(no):
-                    do[j] = load(so, 2 * j)
-            wc = w[c]
-            w0, w1, w2, w3, w4, w5, w6, w7, w8 = wc[0], wc[1], wc[2], wc[3], wc[4], wc[5], wc[6], wc[7], wc[8]
-            b = bias[c]
-            t0 = xp[0:]
-            t1 = xp[PS:]
-            t2 = xp[1:]
-            t3 = xp[2 * PS:]
-            t4 = xp[3 * PS:]
-            t5 = xp[2 * PS + 1:]
-            t6 = xp[WH:]
-            t7 = xp[PS + WH:]
-            t8 = xp[WH + 1:]
-            for i in range(n_flat):
-                acc[i] = (b + w0 * t0[i] + w1 * t1[i] + w2 * t2[i] + w3 * t3[i] + w4 * t4[i]
-                          + w5 * t5[i] + w6 * t6[i] + w7 * t7[i] + w8 * t8[i])
-            for oy in range(OH):
-                _store_act(out[n, c, oy], 0, acc, oy * WH, np.float32(0.0), OW, act)
+            _dw_plane_s2(x[n, c], xp, acc, w[c], bias[c], out[n, c], pt, pl, act, WH, PS, n_flat)
 
 
 class Depthwise:
