@@ -70,7 +70,7 @@ def test_profile_lists_every_step(shared_dir):
     m.forward(MNN.expr.const(x, [1, 3, 224, 224]))
     rows = m._last_plan.profile([x], repeat=1)
     assert len(rows) == len(m._last_plan.steps)
-    assert {r[0] for r in rows} >= {"conv", "dw", "add"}
+    assert {r[0] for r in rows} >= {"conv", "dw", "xdw", "add"}
 
 
 def test_plan_uses_the_module_thread_count(shared_dir):

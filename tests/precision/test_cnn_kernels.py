@@ -221,3 +221,48 @@ def test_gemm_panels_matches_numpy(rows, k, n, extra_b, extra_c):
     got = c.reshape(rows, n + extra_c)
     assert np.abs(got[:, :n] - a @ b[:, :n]).max() <= 1e-4 * max(1.0, float(np.abs(a @ b[:, :n]).max()))
     assert np.all(got[:, n:] == 7.0)       # columns past n untouched
+
+
+@SETTINGS
+@given(st.integers(1, 2), st.integers(1, 20), st.integers(1, 40), st.integers(1, 23), st.integers(1, 37),
+       st.sampled_from([(3, 1), (3, 2), (5, 1), (2, 3)]), st.integers(0, 2),
+       st.sampled_from(ACTS), st.sampled_from(ACTS), st.sampled_from([None, 8, 4]), st.booleans(),
+       st.integers(0, 2**31))
+def test_expand_depthwise_matches_the_two_steps(n, c, o, h, w, ks, pad, act1, act2, bits, half, seed):
+    """The fused 1x1 -> depthwise kernel: the same numbers as the two kernels run apart, and the
+    float64 reference; pixel tails, channels that are not whole panels, both storages, quantized
+    expansion weights."""
+    from mnnjit.backends.cpu.expand_dw import ExpandDepthwise
+    k, s = ks
+    assume(h + 2 * pad >= k and w + 2 * pad >= k)
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((n, c, h, w)).astype(np.float32)
+    b1, b2 = rng.standard_normal(o).astype(np.float32), rng.standard_normal(o).astype(np.float32)
+    w2 = rng.standard_normal((o, 1, k, k)).astype(np.float32)
+    if bits is None:
+        w1 = rng.standard_normal((o, c)).astype(np.float32)
+        pw = K.PackedWeights.from_dense(w1)
+    else:
+        lim = 127 if bits == 8 else 7
+        codes = rng.integers(-lim - 1, lim + 1, (o, c)).astype(np.int8)
+        scale = rng.uniform(0.01, 0.1, (o, 1)).astype(np.float32)
+        w1 = codes.astype(np.float32) * scale
+        pw = K.PackedWeights.from_quant_rows(QuantRows(codes, scale, np.zeros_like(scale), (o, c), c, bits))
+    e = K.ConvGemm(pw, b1, x.shape, (1, 1), act=act1)
+    pads = (pad, pad, pad, pad)
+    d = Depthwise(w2.reshape(o, -1), b2, e.out_shape, (k, k), (s, s), pads, (1, 1), act2)
+    f = ExpandDepthwise(e, d)
+    xs = storage_view(to_f16(x)) if half else x
+    mid = np.empty(e.out_shape, xs.dtype)
+    apart = np.empty(d.out_shape, xs.dtype)
+    fused = np.empty(d.out_shape, xs.dtype)
+    e.run(xs, mid)
+    d.run(mid, apart)
+    f.run(xs, fused)
+    assert np.array_equal(fused, apart)
+    got = to_f32(fused.view(np.float16)) if half else fused
+    x64 = to_f32(xs.view(np.float16)) if half else x
+    ref = act_ref(conv_ref(act_ref(conv_ref(x64, w1.reshape(o, c, 1, 1), b1, (1, 1), (0,) * 4, (1, 1), 1), act1),
+                           w2, b2, (s, s), pads, (1, 1), o), act2)
+    tol = (3e-2 if half else 1e-4) * max(1.0, float(np.abs(ref).max()))
+    assert np.abs(got - ref).max() <= tol

@@ -34,6 +34,7 @@ from . import fp16_kernels as K
 from ._blas import single_threaded_blas
 from .conv_gemm import ConvGemm, PackedWeights, pack_grouped
 from .depthwise import Depthwise
+from .expand_dw import ExpandDepthwise
 from .fp16 import to_f16, to_f32
 from .pool import max_pool2d
 
@@ -104,6 +105,21 @@ class NetPlan:
             return pack_grouped(mat, group)
         return PackedWeights.from_dense(mat)
 
+    def _depthwise(self, n: Node) -> Optional[Depthwise]:
+        """``n`` as a prepared depthwise convolution (group == channels, one input channel per
+        group), else None."""
+        conv = conv_params(n)
+        if conv is None or min(n.attrs["pads"]) < 0:
+            return None
+        w, bias, (O, cg, kh, kw) = conv
+        a = n.attrs
+        in_shape = n.inputs[0].shape
+        if not (int(a.get("group", 1)) == in_shape[1] == O and cg == 1):
+            return None
+        dense = w if isinstance(w, np.ndarray) else w.dense()
+        return Depthwise(np.asarray(dense).reshape(O, kh * kw), bias, in_shape, (kh, kw),
+                         a["stride"], a["pads"], a["dilation"], a.get("act", ""), self.threads)
+
     def _kernel_step(self, n: Node, slot, consumers, outputs, folded) -> Optional[list]:
         ins = n.inputs
         if n.dtype != np.float32:
@@ -116,12 +132,10 @@ class NetPlan:
             g = int(a.get("group", 1))
             in_shape = ins[0].shape
             act = a.get("act", "")
-            if g == in_shape[1] == O and cg == 1:
-                dense = w if isinstance(w, np.ndarray) else w.dense()
-                op = Depthwise(np.asarray(dense).reshape(O, kh * kw), bias, in_shape, (kh, kw),
-                               a["stride"], a["pads"], a["dilation"], act, self.threads)
-                self.weights.append(op.w)
-                return ["dw", op, slot[id(ins[0])], op.out_shape]
+            dw = self._depthwise(n)
+            if dw is not None:
+                self.weights.append(dw.w)
+                return ["dw", dw, slot[id(ins[0])], dw.out_shape]
             wino = _winograd(w, bias, shape, in_shape, a, g, self.threads, self.keep_quantized)
             if wino is not None:
                 self.weights.append(wino)
@@ -130,6 +144,15 @@ class NetPlan:
             self.weights.append(pw)
             op = ConvGemm(pw, bias, in_shape, (kh, kw), a["stride"], a["pads"], a["dilation"],
                           g, act, self.threads)
+            cons = consumers.get(id(n), [])
+            dw = self._depthwise(cons[0]) if len(cons) == 1 and id(n) not in outputs else None
+            if op.direct and g == 1 and not op.narrow and dw is not None:
+                # the depthwise convolution this 1x1 alone feeds runs in the same kernel
+                self.weights.append(dw.w)
+                folded[id(cons[0])] = slot[id(n)]
+                slot[id(cons[0])] = slot[id(n)]
+                fused = ExpandDepthwise(op, dw, self.threads)
+                return ["xdw", fused, slot[id(ins[0])], fused.out_shape]
             return ["conv", op, slot[id(ins[0])], op.out_shape]
         if n.op == "add" and len(ins) == 2 and ins[0].shape == ins[1].shape == n.shape and \
                 ins[0].dtype == ins[1].dtype == np.float32:
@@ -221,7 +244,7 @@ class NetPlan:
     def _kernel_fn(self, st: list):
         """``f(*input_storage_arrays, out_storage_array)`` running a kernel step."""
         kind = st[0]
-        if kind in ("conv", "dw", "wino"):
+        if kind in ("conv", "dw", "wino", "xdw"):
             return st[1].run
         if kind == "add":
             code = st[1]
