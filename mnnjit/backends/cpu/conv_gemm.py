@@ -440,8 +440,10 @@ class ConvGemm:
         n_o = 1
         if units * n_p < threads:
             n_o = max(1, min(npg, -(-threads // (units * n_p))))
-        if weights.kind != 0:
-            # quantized: each task dequantizes its panels once; prefer row chunks
+        if weights.kind != 0 or (og * K > K * P and npg >= threads // units):
+            # row chunks when the weights outweigh the columns (small planes: each task reads
+            # only its panels, and no task gets a ragged column split with two tails) and for
+            # quantized weights (each task dequantizes its panels once)
             n_o, n_p = max(1, min(npg, -(-threads // units))), 1
         self.n_o, self.n_p = n_o, n_p
         # loop order: panels outside (each weight panel read once, the column block streamed
