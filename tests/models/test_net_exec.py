@@ -9,6 +9,7 @@ import tempfile
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import mnnjit as MNN
 from mnnjit.compiler import set_threshold
@@ -70,7 +71,7 @@ def test_profile_lists_every_step(shared_dir):
     m.forward(MNN.expr.const(x, [1, 3, 224, 224]))
     rows = m._last_plan.profile([x], repeat=1)
     assert len(rows) == len(m._last_plan.steps)
-    assert {r[0] for r in rows} >= {"conv", "dw", "xdw", "add"}
+    assert {r[0] for r in rows} >= {"conv", "dw", "xdw", "convres"}
 
 
 def test_plan_uses_the_module_thread_count(shared_dir):
@@ -87,3 +88,42 @@ def test_plan_uses_the_module_thread_count(shared_dir):
     assert one._last_plan.threads == 1
     assert two._last_plan.threads == min(2, numba.config.NUMBA_NUM_THREADS)
     assert np.allclose(np.asarray(one.forward(x).read()), np.asarray(two.forward(x).read()), atol=1e-5)
+
+
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(1, 20), st.integers(2, 40), st.integers(3, 17), st.sampled_from([1, 2]),
+       st.booleans(), st.integers(0, 2**16))
+def test_inverted_residual_blocks_fuse_and_match(c, t, hw, stride, relu_after, seed):
+    """1x1 expand -> relu6 -> 3x3 depthwise -> relu6 -> 1x1 project (+ input) [-> relu]: the
+    expand+depthwise kernel and the residual epilogue give the reference plan's numbers."""
+    from mnnjit_models_fixtures import _Builder
+    b = _Builder(seed)
+    six = (b.init(np.array(0.0, np.float32), "lo"), b.init(np.array(6.0, np.float32), "hi"))
+    bias = lambda o: b.init(b.rng.standard_normal(o).astype(np.float32), "b")  # noqa: E731
+    e = b.op("Clip", [b.op("Conv", ["x", b.weight((t, c, 1, 1)), bias(t)], kernel_shape=[1, 1]), *six])
+    d = b.op("Clip", [b.op("Conv", [e, b.weight((t, 1, 3, 3)), bias(t)], kernel_shape=[3, 3],
+                           strides=[stride, stride], pads=[1, 1, 1, 1], group=t), *six])
+    p = b.op("Conv", [d, b.weight((c, t, 1, 1)), bias(c)], kernel_shape=[1, 1])
+    oh = (hw - 1) // stride + 1
+    skip = "x" if stride == 1 else b.op("MaxPool", ["x"], kernel_shape=[1, 1], strides=[2, 2])
+    y = b.op("Add", [skip, p])
+    if relu_after:
+        y = b.op("Relu", [y])
+    y = b.op("Add", [y, b.init(np.array(0.5, np.float32), "c")])
+    b.nodes[-1].output[0] = "y"
+    stem = os.path.join(_DIR, f"irb_{c}_{t}_{hw}_{stride}_{relu_after}_{seed}")
+    b.save(stem + ".onnx", [b.io("x", [1, c, hw, hw])], [b.io("y", [1, c, oh, oh])])
+    convert(stem + ".onnx", stem + ".mnn")
+    x = np.random.default_rng(seed).standard_normal((1, c, hw, hw)).astype(np.float32)
+    ref, _ = _run(stem + ".mnn", x, 1 << 60)
+    for config, tol in (({}, 1e-4), ({"precision": "low"}, 3e-2)):
+        prev = set_threshold(0)
+        try:
+            m = MNN.nn.load_module_from_file(stem + ".mnn", ["x"], [],
+                                             runtime_manager=MNN.nn.create_runtime_manager(config))
+            got = np.array(m.forward(MNN.expr.const(x, list(x.shape))).read())
+            kinds = {st_[0] for st_ in m._last_plan.steps}
+        finally:
+            set_threshold(prev)
+        assert {"xdw", "convres"} <= kinds
+        assert np.abs(got - ref).max() <= tol * max(1.0, float(np.abs(ref).max()))

@@ -266,3 +266,24 @@ def test_expand_depthwise_matches_the_two_steps(n, c, o, h, w, ks, pad, act1, ac
                            w2, b2, (s, s), pads, (1, 1), o), act2)
     tol = (3e-2 if half else 1e-4) * max(1.0, float(np.abs(ref).max()))
     assert np.abs(got - ref).max() <= tol
+
+
+@SETTINGS
+@given(conv_cases(), st.booleans())
+def test_conv_gemm_residual_epilogue(case, half):
+    """out = act(conv + res): the residual add (and its activation) applied per output block."""
+    n, c, o, h, w, kh, kw, s, d, pads, group, act, seed = case
+    x, wt, b = _data(case)
+    mat = wt.reshape(o, -1)
+    pw = K.pack_grouped(mat, group) if group > 1 else K.PackedWeights.from_dense(mat)
+    cv = K.ConvGemm(pw, b, x.shape, (kh, kw), s, pads, d, group, act)
+    res = np.random.default_rng(seed + 7).standard_normal(cv.out_shape).astype(np.float32)
+    xs, rs = (to_f16(x), to_f16(res)) if half else (x, res)
+    out = np.empty(cv.out_shape, xs.dtype)
+    cv.run(storage_view(xs), storage_view(out), storage_view(rs))
+    conv = conv_ref(to_f32(xs) if half else x, wt, b, s, pads, d, group)
+    ref = act_ref(conv + (to_f32(rs) if half else res), act)
+    got = to_f32(out) if half else out
+    assert np.abs(got - ref).max() <= (3e-2 if half else 1e-4) * max(1.0, float(np.abs(ref).max()))
+    with pytest.raises(ValueError, match="residual shape"):
+        cv.run(storage_view(xs), storage_view(out), storage_view(np.zeros((1, out.size + 1), xs.dtype)))

@@ -206,14 +206,15 @@ def _finish_act(out_row, n, act):
 
 
 @njit(parallel=True, cache=True)
-def _k_conv_gemm(x, w, kind, codes8, codes4, scale, offset, bs, bias, out,
+def _k_conv_gemm(x, w, kind, codes8, codes4, scale, offset, bs, bias, out, res, has_res,
                  H, W, kh, kw, sh, sw, pt, pl, dh, dw, OW, group, direct, act,
                  n_ochunk, n_pchunk, pc_max, o_outer):
     """out[n, g*og + o, p] for every image/group; tasks = (image, group, row chunk, col chunk).
 
     ``x`` [N, C, H*W] and ``out`` [N, O, P] (float32 or uint16 half bits), ``w`` float panels
     (kind 0; for grouped convs the panels of group g start at panel g*npg) or quantized codes,
-    ``bias`` padded to whole panels per group [group * npg * MR] float32."""
+    ``bias`` padded to whole panels per group [group * npg * MR] float32. With ``has_res``:
+    ``out = act(conv + res)`` (``res`` shaped like ``out``; a residual connection's add)."""
     N = x.shape[0]
     C = x.shape[1]
     O = out.shape[1]
@@ -222,7 +223,7 @@ def _k_conv_gemm(x, w, kind, codes8, codes4, scale, offset, bs, bias, out,
     og = O // group
     npg = (og + MR - 1) // MR
     K = cg * kh * kw
-    reg_act = act if act <= 2 else 0
+    reg_act = act if act <= 2 and not has_res else 0
     ntask = N * group * n_ochunk * n_pchunk
     for task in prange(ntask):
         pch = task % n_pchunk
@@ -274,21 +275,22 @@ def _k_conv_gemm(x, w, kind, codes8, codes4, scale, offset, bs, bias, out,
                 for q in range(q0, q1):
                     for jb in range(nblk):
                         _one_tile(out, wp, q, q0, jb, nfull, tail, bptr, ldb, btile, ctile, bias,
-                                  n, g, og, npg, K, P, O, cb, reg_act, act)
+                                  n, g, og, npg, K, P, O, cb, reg_act, act, res, has_res)
             else:
                 for jb in range(nblk):
                     for q in range(q0, q1):
                         _one_tile(out, wp, q, q0, jb, nfull, tail, bptr, ldb, btile, ctile, bias,
-                                  n, g, og, npg, K, P, O, cb, reg_act, act)
+                                  n, g, og, npg, K, P, O, cb, reg_act, act, res, has_res)
         _keep_alive(ctile, btile)
         _keep_alive(col, wp)
 
 
 @njit(inline="always")
 def _one_tile(out, wp, q, q0, jb, nfull, tail, bptr, ldb, btile, ctile, bias, n, g, og, npg, K,
-              P, O, cb, reg_act, act):
+              P, O, cb, reg_act, act, res, has_res):
     """Column block ``jb`` of panel ``q``: straight into ``out`` when whole, else through the
-    packed tail (``btile``) and a scratch tile (``ctile``)."""
+    packed tail (``btile``) and a scratch tile (``ctile``). With ``has_res`` the block then gets
+    ``act(block + res)`` while it is in L1 (the micro-kernel applied no activation)."""
     o0 = g * og + q * MR
     rows = min(MR, g * og + og - o0)
     ap = wp[(q - q0) * K * MR:(q - q0 + 1) * K * MR]
@@ -305,21 +307,25 @@ def _one_tile(out, wp, q, q0, jb, nfull, tail, bptr, ldb, btile, ctile, bias, n,
     if t == NR and rows == MR:
         cp = out.ctypes.data + out.itemsize * ((n * O + o0) * P + cb + j0)
         _tile(ap, out, bp, bl, cp, P, K, biasp, reg_act)
-        if act > 2:
-            for r in range(MR):
-                _finish_act(out[n, o0 + r, cb + j0:cb + j0 + NR], NR, act)
-        return
-    if t <= 8:
-        _tile8(ap, out, bp, bl, ctile.ctypes.data, NR, K, biasp, reg_act)
     else:
-        _tile(ap, out, bp, bl, ctile.ctypes.data, NR, K, biasp, reg_act)
-    for r in range(rows):
-        dst = out[n, o0 + r, cb + j0:cb + j0 + t]
-        src = ctile[r * NR:r * NR + t]
-        for j in range(t):
-            dst[j] = src[j]
-        if act > 2:
-            _finish_act(dst, t, act)
+        if t <= 8:
+            _tile8(ap, out, bp, bl, ctile.ctypes.data, NR, K, biasp, reg_act)
+        else:
+            _tile(ap, out, bp, bl, ctile.ctypes.data, NR, K, biasp, reg_act)
+        for r in range(rows):
+            dst = out[n, o0 + r, cb + j0:cb + j0 + t]
+            src = ctile[r * NR:r * NR + t]
+            for j in range(t):
+                dst[j] = src[j]
+    if has_res:
+        for r in range(rows):
+            dst = out[n, o0 + r, cb + j0:cb + j0 + t]
+            rs = res[n, o0 + r, cb + j0:cb + j0 + t]
+            for j in range(t):
+                store(dst, j, _act(load(dst, j) + load(rs, j), act))
+    elif act > 2:
+        for r in range(rows):
+            _finish_act(out[n, o0 + r, cb + j0:cb + j0 + t], t, act)
 
 
 @njit(inline="always")
@@ -470,17 +476,24 @@ class ConvGemm:
             out.reshape(y.shape)[...] = y
         return out
 
-    def run(self, x: np.ndarray, out: np.ndarray) -> np.ndarray:
+    def run(self, x: np.ndarray, out: np.ndarray, res: Optional[np.ndarray] = None) -> np.ndarray:
         """Compute the convolution of ``x`` (storage array: float32 or uint16 half bits) into
-        ``out`` (same storage, shape :attr:`out_shape`)."""
+        ``out`` (same storage, shape :attr:`out_shape`). With ``res`` (same storage and shape as
+        ``out``): ``out = act(conv + res)``, a residual connection in the epilogue."""
         if self.narrow:
+            if res is not None:
+                raise ValueError("conv2d: the narrow quantized path takes no residual")
             return self._run_narrow(x, out)
         N, C, H, W = self.in_shape
         (kh, kw), (sh, sw), (pt, _, pl, _), (dh, dw) = self.kernel, self.stride, self.pads, self.dilation
         wt = self.w
+        o3 = out.reshape(N, self.out_shape[1], -1)
+        if res is not None and res.shape != out.shape:
+            raise ValueError(f"conv2d: residual shape {list(res.shape)} is not the output's "
+                             f"{list(out.shape)}")
         _k_conv_gemm(x.reshape(N, C, H * W), wt.panels, wt.kind, wt.codes8, wt.codes4, wt.scale,
-                     wt.offset, wt.block, self.bias, out.reshape(N, self.out_shape[1], -1),
-                     H, W, kh, kw, sh, sw, pt, pl, dh, dw, self.out_shape[3], self.group,
+                     wt.offset, wt.block, self.bias, o3,
+                     o3 if res is None else res.reshape(o3.shape), res is not None, H, W, kh, kw, sh, sw, pt, pl, dh, dw, self.out_shape[3], self.group,
                      self.direct, self.act, self.n_o, self.n_p, self.pc_max, self.o_outer)
         return out
 

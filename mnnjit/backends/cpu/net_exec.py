@@ -65,7 +65,7 @@ class NetPlan:
         outputs = {id(o) for o in plan.outputs}
         self.init: List[Any] = [None] * len(order)
         self.feed_slots = [slot.get(id(p)) for p in plan.placeholders]
-        steps: List[list] = []
+        self.steps = steps = []
         folded: Dict[int, int] = {}          # id(act node) -> slot of the add it was folded into
         for k, n in enumerate(order):
             if n.op == "const":
@@ -162,6 +162,9 @@ class NetPlan:
                 act = cons[0].op
                 folded[id(cons[0])] = slot[id(n)]
                 slot[id(cons[0])] = slot[id(n)]     # its consumers (later in order) read the add
+            fused = self._residual_conv(n, ins, slot, consumers, outputs, act)
+            if fused is not None:
+                return fused
             return ["add", K._act_code(act), slot[id(ins[0])], slot[id(ins[1])], tuple(n.shape)]
         if n.op in _ACTS and ins[0].dtype == np.float32:
             return ["act", K._act_code(n.op), slot[id(ins[0])], tuple(n.shape)]
@@ -178,6 +181,26 @@ class NetPlan:
                 return ["maxpool", ((kh, kw), (sh, sw), tuple(p)), slot[id(x)], tuple(n.shape)]
             return ["pool", (False, kh, kw, sh, sw, p[0], p[2], p[1], p[3],
                              bool(a.get("count_include_pad", True))), slot[id(x)], tuple(n.shape)]
+        return None
+
+    def _residual_conv(self, n: Node, ins, slot, consumers, outputs, act: str) -> Optional[list]:
+        """The add ``n`` as the epilogue of a GEMM convolution that only it consumes (a residual
+        connection): that convolution's step moves here and adds the other input (then the
+        folded activation) to each output block while it is in L1."""
+        for i, other in ((0, 1), (1, 0)):
+            c = ins[i]
+            if id(c) in outputs or len(consumers.get(id(c), [])) != 1:
+                continue
+            pos = next((t for t, st in enumerate(self.steps)
+                        if st[0] == "conv" and st[-1] == slot[id(c)]), None)
+            if pos is None:
+                continue
+            op = self.steps[pos][1]
+            if op.act or op.narrow:
+                continue
+            op.act = K._act_code(act)
+            x_slot = self.steps.pop(pos)[2]
+            return ["convres", op, x_slot, slot[id(ins[other])], tuple(n.shape)]
         return None
 
     def _plan_buffers(self) -> None:
@@ -246,6 +269,9 @@ class NetPlan:
         kind = st[0]
         if kind in ("conv", "dw", "wino", "xdw"):
             return st[1].run
+        if kind == "convres":
+            op = st[1]
+            return lambda x, r, o: op.run(x, o, r)
         if kind == "add":
             code = st[1]
             return lambda a, b, o: K._k_add(a.reshape(-1), b.reshape(-1), o.reshape(-1), code)
@@ -347,7 +373,7 @@ def _step_inputs(st: list) -> List[int]:
     kind = st[0]
     if kind == "ref":
         return list(st[3])
-    if kind == "add":
+    if kind in ("add", "convres"):
         return [st[2], st[3]]
     if kind == "gap":
         return [st[1]]
