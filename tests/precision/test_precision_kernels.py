@@ -47,7 +47,13 @@ def test_conv2d_matches_reference(case, dtype):
     y = K.conv2d(x, wt.reshape(group * og, -1), b, k, stride, pads, dil, group, act)
     ref = conv_ref(x.astype(np.float32), wt, b, stride, pads, dil, group, act)
     assert y.dtype == dtype and y.shape == ref.shape
-    assert np.all(np.abs(y.astype(np.float64) - ref) <= _tol(dtype, ref))
+    tol = _tol(dtype, ref)
+    if dtype == np.float16 and act in ("sigmoid", "hard_swish"):
+        # activations the micro-kernel does not apply run on the stored (half-rounded) sums:
+        # half an ulp of the pre-activation times the activation's slope (<= 1.5) more
+        pre = conv_ref(x.astype(np.float32), wt, b, stride, pads, dil, group, "")
+        tol = tol + 1.5 * 2 ** -11 * np.abs(pre)
+    assert np.all(np.abs(y.astype(np.float64) - ref) <= tol)
 
 
 @settings(max_examples=15, deadline=None)

@@ -27,7 +27,7 @@ from numba.core import cgutils
 from numba.extending import intrinsic, overload
 
 from .fp16 import load, store
-from .gemm_tile import MR, NR, tile8_f16, tile8_f32, tile_f16, tile_f32
+from .gemm_tile import MR, NR, col_f16, col_f32, tile8_f16, tile8_f32, tile_f16, tile_f32
 from .fp16_kernels import _act, _act_code, _conv_out_hw, _keep_alive
 
 __all__ = ["PackedWeights", "ConvGemm", "gemm_panels", "pack_grouped", "MR", "NR"]
@@ -52,8 +52,54 @@ def _dispatch(stub, f32_kernel, f16_kernel) -> None:
             a.ctypes.data, bp, ldb, cp, ldc, k, biasp, act)
 
 
+def _col(a, b, bp, ldb, cp, ldc, k, biasp, act):
+    """The one-column kernel (``gemm_tile.col_*``), typed like :func:`_tile`."""
+
+
 _dispatch(_tile, tile_f32, tile_f16)
 _dispatch(_tile8, tile8_f32, tile8_f16)
+_dispatch(_col, col_f32, col_f16)
+
+#: a block's last columns up to this many run one column at a time (measured: a 6x8 tile costs
+#: about three one-column kernels whatever its real width)
+_COL_MAX = 2
+
+
+@njit(inline="always")
+def _pack_tail(btile, bsrc, j0, K, t):
+    """Pack the ``t`` last columns (from ``j0``) of ``bsrc`` [K, *] into ``btile`` [K, NR] storage:
+    as :func:`_tail_block` reads them (up to :data:`_COL_MAX` columns: each column contiguous,
+    column j at flat offset j*K; else rows of NR, zero padded)."""
+    if t <= _COL_MAX:
+        flat = btile.reshape(-1)
+        for j in range(t):
+            col = flat[j * K:(j + 1) * K]
+            for k in range(K):
+                col[k] = bsrc[k, j0 + j]
+        return
+    for k in range(K):
+        br = btile[k]
+        sr = bsrc[k, j0:j0 + t]
+        for j in range(t):
+            br[j] = sr[j]
+        for j in range(t, NR):
+            br[j] = 0
+
+
+@njit(inline="always")
+def _tail_block(ap, like, bp, ldb, ctile, K, biasp, reg_act, t, colmajor):
+    """The ``t`` (< NR) last columns of a panel's block into the scratch tile ``ctile`` (row stride
+    NR): with ``colmajor`` (columns packed by :func:`_pack_tail`, at ``bp``) one-column kernels
+    for up to :data:`_COL_MAX` columns, else the 8- or 16-column tile on rows at ``bp`` with
+    stride ``ldb`` (``like``: an array of the activations' storage type)."""
+    if colmajor and t <= _COL_MAX:
+        for j in range(t):
+            _col(ap, like, bp + like.itemsize * j * K, 1, ctile.ctypes.data + ctile.itemsize * j,
+                 NR, K, biasp, reg_act)
+    elif t <= 8:
+        _tile8(ap, like, bp, ldb, ctile.ctypes.data, NR, K, biasp, reg_act)
+    else:
+        _tile(ap, like, bp, ldb, ctile.ctypes.data, NR, K, biasp, reg_act)
 
 
 class PackedWeights:
@@ -261,15 +307,8 @@ def _k_conv_gemm(x, w, kind, codes8, codes4, scale, offset, bs, bias, out, res, 
             nfull = pc // NR
             tail = pc - nfull * NR
             if tail:
-                # the last columns, zero padded, packed once for every panel
-                j0 = nfull * NR
-                for k in range(K):
-                    br = btile[k]
-                    sr = bsrc[k, j0:j0 + tail]
-                    for j in range(tail):
-                        br[j] = sr[j]
-                    for j in range(tail, NR):
-                        br[j] = 0
+                # the last columns, packed once for every panel
+                _pack_tail(btile, bsrc, nfull * NR, K, tail)
             nblk = nfull + (1 if tail else 0)
             if o_outer:
                 for q in range(q0, q1):
@@ -308,10 +347,10 @@ def _one_tile(out, wp, q, q0, jb, nfull, tail, bptr, ldb, btile, ctile, bias, n,
         cp = out.ctypes.data + out.itemsize * ((n * O + o0) * P + cb + j0)
         _tile(ap, out, bp, bl, cp, P, K, biasp, reg_act)
     else:
-        if t <= 8:
-            _tile8(ap, out, bp, bl, ctile.ctypes.data, NR, K, biasp, reg_act)
-        else:
+        if t == NR:
             _tile(ap, out, bp, bl, ctile.ctypes.data, NR, K, biasp, reg_act)
+        else:
+            _tail_block(ap, out, bp, bl, ctile, K, biasp, reg_act, t, True)
         for r in range(rows):
             dst = out[n, o0 + r, cb + j0:cb + j0 + t]
             src = ctile[r * NR:r * NR + t]
@@ -361,9 +400,7 @@ def gemm_panels(ap, rows, K, bptr, ldb, ncols, c, ldc, zbias, btile, ctile):
                 tile_f32(a.ctypes.data, bptr + 4 * j0, ldb, ctile.ctypes.data, NR, K, zb, 0)
                 t = NR
             else:
-                tile8_f32(a.ctypes.data, btile.ctypes.data, NR, ctile.ctypes.data, NR, K, zb, 0) \
-                    if tail <= 8 else \
-                    tile_f32(a.ctypes.data, btile.ctypes.data, NR, ctile.ctypes.data, NR, K, zb, 0)
+                _tail_block(a, btile, btile.ctypes.data, NR, ctile, K, zb, 0, tail, False)
                 t = tail
             for r in range(nr):
                 dst = c[(r0 + r) * ldc + j0:(r0 + r) * ldc + j0 + t]

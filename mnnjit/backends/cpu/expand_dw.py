@@ -20,7 +20,7 @@ from typing import Optional
 import numpy as np
 from numba import get_num_threads, njit, prange
 
-from .conv_gemm import ConvGemm, _deq_panels, _finish_act, _tile, _tile8
+from .conv_gemm import ConvGemm, _deq_panels, _finish_act, _pack_tail, _tail_block, _tile
 from .depthwise import Depthwise, _dw_geometry, _dw_plane, _dw_plane_s2, _s2_geometry
 from .fp16_kernels import _keep_alive
 from .gemm_tile import MR, NR
@@ -43,10 +43,7 @@ def _expand_panel(x, n, wp, q, q0, K, P, bias, reg_act, act, mid, btile, ctile, 
         _tile(ap, x, xb + isz * jb * NR, P, mb + isz * jb * NR, P, K, biasp, reg_act)
     if tail:
         j0 = nfull * NR
-        if tail <= 8:
-            _tile8(ap, x, btile.ctypes.data, NR, ctile.ctypes.data, NR, K, biasp, reg_act)
-        else:
-            _tile(ap, x, btile.ctypes.data, NR, ctile.ctypes.data, NR, K, biasp, reg_act)
+        _tail_block(ap, x, btile.ctypes.data, NR, ctile, K, biasp, reg_act, tail, True)
         flat = mid.reshape(-1)
         for r in range(MR):
             dst = flat[r * P + j0:r * P + j0 + tail]
@@ -88,13 +85,9 @@ def _k_expand_dw(x, w, kind, codes8, codes4, scale, offset, bs, bias, act1,
             _deq_panels(kind, codes8, codes4, scale, offset, bs, 0, O, q0, q1, K, wp)
         mid = np.empty((MR, H, W), x.dtype)
         ctile = np.empty(MR * NR, x.dtype)
-        btile = np.zeros((K, NR), x.dtype)
+        btile = np.empty((K, NR), x.dtype)
         if tail:
-            for k in range(K):
-                src = xflat[n, k, nfull * NR:]
-                br = btile[k]
-                for j in range(tail):
-                    br[j] = src[j]
+            _pack_tail(btile, xflat[n], nfull * NR, K, tail)
         if s2:
             xp = np.zeros(4 * PS, np.float32)
             acc = np.empty(n_flat2, np.float32)

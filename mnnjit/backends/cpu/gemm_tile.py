@@ -26,7 +26,7 @@ from llvmlite import ir
 from numba import types
 from numba.extending import intrinsic
 
-__all__ = ["MR", "NR", "tile_f32", "tile_f16", "tile8_f32", "tile8_f16"]
+__all__ = ["MR", "NR", "tile_f32", "tile_f16", "tile8_f32", "tile8_f16", "col_f32", "col_f16"]
 
 #: rows (output channels) and columns (pixels) of one micro-kernel block
 MR, NR = 6, 16
@@ -149,3 +149,149 @@ tile_f16 = intrinsic(_make_tile(True))
 #: the same two, 8 columns wide (a row's last columns)
 tile8_f32 = intrinsic(_make_tile(False, 8))
 tile8_f16 = intrinsic(_make_tile(True, 8))
+
+
+_V4 = ir.VectorType(_F32, 4)
+_V2 = ir.VectorType(_F32, 2)
+_UNROLL = 4   # independent accumulator pairs of the column kernel (hides the FMA latency)
+
+
+def _fma_decl(module: ir.Module, vt: ir.VectorType) -> ir.Function:
+    name = f"llvm.fma.v{vt.count}f32"
+    fn = module.globals.get(name)
+    if fn is None:
+        fn = ir.Function(module, ir.FunctionType(vt, [vt] * 3), name=name)
+    return fn
+
+
+def _splat_n(builder: ir.IRBuilder, s: ir.Value, vt: ir.VectorType) -> ir.Value:
+    one = builder.insert_element(ir.Constant(vt, ir.Undefined), s, ir.Constant(_I32, 0))
+    return builder.shuffle_vector(one, ir.Constant(vt, ir.Undefined),
+                                  ir.Constant(ir.VectorType(_I32, vt.count), [0] * vt.count))
+
+
+def _scalar_intrinsic(module: ir.Module, name: str) -> ir.Function:
+    full = f"llvm.{name}.f32"
+    fn = module.globals.get(full)
+    if fn is None:
+        fn = ir.Function(module, ir.FunctionType(_F32, [_F32, _F32]), name=full)
+    return fn
+
+
+def _make_col(bc_half: bool):
+    """One column of 6 rows: ``c[r*ldc] = act(bias[r] + sum_k A[k*6 + r] * b[k*ldb])``. Each k
+    step is a ``<4 x float>`` and a ``<2 x float>`` FMA on the panel's 6 weights (a 6x8 tile
+    spends 6 full FMAs per k however few of its 8 columns are real); :data:`_UNROLL` accumulator
+    pairs keep the FMA units busy, a remainder loop takes the last ``K % _UNROLL`` steps."""
+    elem_bc = _F16 if bc_half else _F32
+
+    def typer(typingctx, a, b, ldb, c, ldc, k, bias, act):
+        sig = types.void(types.int64, types.int64, types.int64, types.int64, types.int64,
+                         types.int64, types.int64, types.int64)
+
+        def codegen(context, builder, signature, args):
+            a_i, b_i, ldb_v, c_i, ldc_v, k_v, bias_i, act_v = args
+            a_p = builder.inttoptr(a_i, _F32.as_pointer())
+            b_p = builder.inttoptr(b_i, elem_bc.as_pointer())
+            c_p = builder.inttoptr(c_i, elem_bc.as_pointer())
+            bias_p = builder.inttoptr(bias_i, _F32.as_pointer())
+            f4, f2 = _fma_decl(builder.module, _V4), _fma_decl(builder.module, _V2)
+            z4, z2 = ir.Constant(_V4, [0.0] * 4), ir.Constant(_V2, [0.0] * 2)
+            fn = builder.function
+
+            def step(kk, acc4, acc2):
+                bval = builder.load(builder.gep(b_p, [builder.mul(kk, ldb_v)]))
+                if bc_half:
+                    bval = builder.fpext(bval, _F32)
+                arow = builder.gep(a_p, [builder.mul(kk, _const(MR))])
+                a4 = builder.load(builder.bitcast(arow, _V4.as_pointer()), align=4)
+                a2 = builder.load(builder.bitcast(builder.gep(arow, [_const(4)]), _V2.as_pointer()), align=4)
+                return (builder.call(f4, [a4, _splat_n(builder, bval, _V4), acc4]),
+                        builder.call(f2, [a2, _splat_n(builder, bval, _V2), acc2]))
+
+            # main loop: _UNROLL steps per iteration, each into its own accumulator pair
+            entry = builder.basic_block
+            main = fn.append_basic_block("col.main")
+            mid = fn.append_basic_block("col.mid")
+            kmain = builder.mul(builder.sdiv(k_v, _const(_UNROLL)), _const(_UNROLL))
+            builder.cbranch(builder.icmp_signed(">", kmain, _const(0)), main, mid)
+            builder.position_at_end(main)
+            kk = builder.phi(_I64)
+            p4 = [builder.phi(_V4) for _ in range(_UNROLL)]
+            p2 = [builder.phi(_V2) for _ in range(_UNROLL)]
+            n4, n2 = [], []
+            for u in range(_UNROLL):
+                x4, x2 = step(builder.add(kk, _const(u)), p4[u], p2[u])
+                n4.append(x4)
+                n2.append(x2)
+            knext = builder.add(kk, _const(_UNROLL))
+            kk.add_incoming(_const(0), entry)
+            kk.add_incoming(knext, main)
+            for u in range(_UNROLL):
+                p4[u].add_incoming(z4, entry)
+                p4[u].add_incoming(n4[u], main)
+                p2[u].add_incoming(z2, entry)
+                p2[u].add_incoming(n2[u], main)
+            builder.cbranch(builder.icmp_signed("<", knext, kmain), main, mid)
+            # sum the pairs, then the remainder loop
+            builder.position_at_end(mid)
+            q4s, q2s = [], []
+            for u in range(_UNROLL):        # phis first: LLVM wants them at the block's top
+                q4 = builder.phi(_V4)
+                q4.add_incoming(z4, entry)
+                q4.add_incoming(n4[u], main)
+                q2 = builder.phi(_V2)
+                q2.add_incoming(z2, entry)
+                q2.add_incoming(n2[u], main)
+                q4s.append(q4)
+                q2s.append(q2)
+            s4, s2 = q4s[0], q2s[0]
+            for u in range(1, _UNROLL):
+                s4, s2 = builder.fadd(s4, q4s[u]), builder.fadd(s2, q2s[u])
+            rest = fn.append_basic_block("col.rest")
+            done = fn.append_basic_block("col.done")
+            builder.cbranch(builder.icmp_signed("<", kmain, k_v), rest, done)
+            builder.position_at_end(rest)
+            kr = builder.phi(_I64)
+            r4 = builder.phi(_V4)
+            r2 = builder.phi(_V2)
+            x4, x2 = step(kr, r4, r2)
+            krn = builder.add(kr, _const(1))
+            kr.add_incoming(kmain, mid)
+            kr.add_incoming(krn, rest)
+            r4.add_incoming(s4, mid)
+            r4.add_incoming(x4, rest)
+            r2.add_incoming(s2, mid)
+            r2.add_incoming(x2, rest)
+            builder.cbranch(builder.icmp_signed("<", krn, k_v), rest, done)
+            builder.position_at_end(done)
+            t4 = builder.phi(_V4)
+            t4.add_incoming(s4, mid)
+            t4.add_incoming(x4, rest)
+            t2 = builder.phi(_V2)
+            t2.add_incoming(s2, mid)
+            t2.add_incoming(x2, rest)
+            use_relu = builder.icmp_signed(">=", act_v, _const(1))
+            use_six = builder.icmp_signed("==", act_v, _const(2))
+            fz, f6 = ir.Constant(_F32, 0.0), ir.Constant(_F32, 6.0)
+            smax, smin = _scalar_intrinsic(builder.module, "maxnum"), _scalar_intrinsic(builder.module, "minnum")
+            for r in range(MR):
+                v = builder.extract_element(t4 if r < 4 else t2, ir.Constant(_I32, r if r < 4 else r - 4))
+                v = builder.fadd(v, builder.load(builder.gep(bias_p, [_const(r)])))
+                # maxnum / minnum as in the tiles (a NaN becomes 0 / 6 there too)
+                v = builder.select(use_relu, builder.call(smax, [v, fz]), v)
+                v = builder.select(use_six, builder.call(smin, [v, f6]), v)
+                if bc_half:
+                    v = builder.fptrunc(v, _F16)
+                builder.store(v, builder.gep(c_p, [builder.mul(_const(r), ldc_v)]))
+            return context.get_dummy_value()
+
+        return sig, codegen
+
+    typer.__name__ = typer.__qualname__ = f"col_{'h' if bc_half else 'f'}"
+    return typer
+
+
+#: one column of a 6-row block (a row's last one or two columns), float32 / float16 storage
+col_f32 = intrinsic(_make_col(False))
+col_f16 = intrinsic(_make_col(True))
