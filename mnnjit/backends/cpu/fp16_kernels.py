@@ -271,8 +271,10 @@ def _k_pool(x, out, is_max, kh, kw, sh, sw, pt, pl, pb, pr, include_pad):
                 store(out, (n, c, oy, ox), acc)
 
 
-@njit(parallel=True, cache=True)
+@njit(parallel=True, cache=True, fastmath={"reassoc"})
 def _k_global_avg(x, out):
+    """out[i] = mean of row i of x [NC, P] (storage arrays); the sums may be reassociated (so
+    they vectorise: a sequential sum is one add latency per element)."""
     NC, P = x.shape
     for i in prange(NC):
         s = np.float32(0.0)
