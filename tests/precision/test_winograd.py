@@ -158,3 +158,24 @@ def test_choose_returns_a_method():
         assert wg.choose(*args) in (0, 2, 4)
     with pytest.raises(ValueError):
         wg.choose(0, 64, 56, 56, 1)
+
+
+@settings(max_examples=25, deadline=None)
+@given(C=st.integers(1, 12), O=st.integers(1, 14), H=st.integers(3, 17), W=st.integers(3, 40),
+       act=st.sampled_from(ACTS), m=st.sampled_from([2, 4]), f16=st.booleans(),
+       seed=st.integers(0, 2 ** 31 - 1))
+def test_residual_is_added_before_the_activation(C, O, H, W, act, m, f16, seed):
+    """``res``: out = act(conv + bias + res) (a residual connection fused into the scatter)."""
+    rng = np.random.default_rng(seed)
+    dt = np.float16 if f16 else np.float32
+    x = rng.standard_normal((1, C, H, W)).astype(dt)
+    w = rng.standard_normal((O, C, 3, 3)).astype(np.float32)
+    b = rng.standard_normal(O).astype(np.float32)
+    res = rng.standard_normal((1, O, H, W)).astype(dt)
+    got = wg.winograd_conv3x3(x, wg.winograd_weights(w, m), b, (1, 1, 1, 1), act, res=res)
+    want = _ref(x, w, b, (1, 1, 1, 1), "") + res.astype(np.float64)
+    want = act_ref(want, act)
+    scale = max(1.0, float(np.abs(want).max(initial=0.0)))
+    assert np.abs(got.astype(np.float64) - want).max() / scale <= _tol(m, C, dt) + (1e-3 if f16 else 0)
+    with pytest.raises(ValueError, match="residual"):
+        wg.winograd_conv3x3(x, wg.winograd_weights(w, m), b, (1, 1, 1, 1), act, res=res[:, :, 1:])

@@ -184,21 +184,21 @@ class NetPlan:
         return None
 
     def _residual_conv(self, n: Node, ins, slot, consumers, outputs, act: str) -> Optional[list]:
-        """The add ``n`` as the epilogue of a GEMM convolution that only it consumes (a residual
-        connection): that convolution's step moves here and adds the other input (then the
-        folded activation) to each output block while it is in L1."""
+        """The add ``n`` as the epilogue of a GEMM or Winograd convolution that only it consumes (a
+        residual connection): that convolution's step moves here and adds the other input (then
+        the folded activation) to each output block (row) while it is in L1."""
         for i, other in ((0, 1), (1, 0)):
             c = ins[i]
             if id(c) in outputs or len(consumers.get(id(c), [])) != 1:
                 continue
             pos = next((t for t, st in enumerate(self.steps)
-                        if st[0] == "conv" and st[-1] == slot[id(c)]), None)
+                        if st[0] in ("conv", "wino") and st[-1] == slot[id(c)]), None)
             if pos is None:
                 continue
             op = self.steps[pos][1]
-            if op.act or op.narrow:
+            if op.act or getattr(op, "narrow", False):
                 continue
-            op.act = K._act_code(act)
+            op.act = K._act_code(act) if isinstance(op, ConvGemm) else act
             x_slot = self.steps.pop(pos)[2]
             return ["convres", op, x_slot, slot[id(ins[other])], tuple(n.shape)]
         return None
@@ -402,11 +402,13 @@ class _Winograd:
         """Bytes of the transformed weights."""
         return int(self.wt.u.nbytes)
 
-    def run(self, x: np.ndarray, out: np.ndarray) -> np.ndarray:
-        """Compute into ``out`` (storage arrays: float32 or uint16 half bits)."""
+    def run(self, x: np.ndarray, out: np.ndarray, res: Optional[np.ndarray] = None) -> np.ndarray:
+        """Compute into ``out`` (storage arrays: float32 or uint16 half bits); ``res`` (like
+        ``out``) is added before the activation."""
         if x.dtype == np.uint16:
             x, out = x.view(np.float16), out.view(np.float16)
-        self._conv(x, self.wt, self.bias, self.pads, self.act, out)
+            res = None if res is None else res.view(np.float16)
+        self._conv(x, self.wt, self.bias, self.pads, self.act, out, res=res)
         return out
 
 

@@ -357,9 +357,10 @@ def _output_tf(mm, o, m, nb, zbuf, ybuf):
 
 
 @njit(inline="always")
-def _scatter(ybuf, out, n, o, b, act, m, t0, t1, TW, OH, OW, row):
+def _scatter(ybuf, out, n, o, b, act, m, t0, t1, TW, OH, OW, row, res, has_res):
     """Output rows of the tiles t0..t1 of channel o: interleave ybuf[i, j, t] into a row
-    buffer (row[t*m + j]), then bias + activation + narrowing into out[n, o, oy, ...]."""
+    buffer (row[t*m + j]), add the residual row (``has_res``: ``res`` shaped like ``out``), then
+    bias + activation + narrowing into out[n, o, oy, ...]."""
     for ty in range(t0 // TW, (t1 - 1) // TW + 1):
         ca = max(t0, ty * TW) - ty * TW
         nt = min(t1, (ty + 1) * TW) - ty * TW - ca
@@ -386,17 +387,22 @@ def _scatter(ybuf, out, n, o, b, act, m, t0, t1, TW, OH, OW, row):
                 for t in range(nt):
                     row[2 * t] = q0[t]
                     row[2 * t + 1] = q1[t]
+            if has_res:
+                rr = res[n, o, oy, ca * m:ca * m + w]
+                for j in range(w):
+                    row[j] += load(rr, j)
             _store_act(out[n, o, oy], ca * m, row, 0, b, w, act)
 
 
 # ---------------------------------------------------------------- the kernel
 @njit(parallel=True, cache=True)
-def _k_wino(x, u, bias, out, m, pt, pl, T, OB, act, ws):
+def _k_wino(x, u, bias, out, m, pt, pl, T, OB, act, ws, res, has_res):
     """One launch per convolution; see the module docstring. x [N, C, H, W] and out
     [N, O, OH, OW] in float32 or fp16-bits storage; u [a*a, O, C] float32; ws float32
     [chunks, _ws_size(...)]: one scratch row per chunk of consecutive tasks (one chunk per
     thread, allocated once by the caller: fresh multi-MB buffers per call cost page faults).
-    Tasks of a chunk sharing a tile block (output-channel blocks of it) reuse its V."""
+    Tasks of a chunk sharing a tile block (output-channel blocks of it) reuse its V. With
+    ``has_res``: out = act(conv + bias + res), ``res`` shaped like ``out`` (a residual add)."""
     N, C, H, W = x.shape
     O, OH, OW = out.shape[1], out.shape[2], out.shape[3]
     a = m + 2
@@ -450,7 +456,8 @@ def _k_wino(x, u, bias, out, m, pt, pl, T, OB, act, ws):
                             mbuf[p * no * nb:(p + 1) * no * nb], nb, zbias, btile, ctile)
             for o in range(no):
                 _output_tf(mm, o, m, nb, hbuf, ybuf)
-                _scatter(ybuf, out, n, o0 + o, bias[o0 + o], act, m, t0, t1, TW, OH, OW, row)
+                _scatter(ybuf, out, n, o0 + o, bias[o0 + o], act, m, t0, t1, TW, OH, OW, row, res,
+                         has_res)
         _keep_alive(w, ws)
 
 
@@ -500,7 +507,8 @@ def _blocks(N: int, C: int, O: int, ntile: int, m: int, threads: int) -> Tuple[i
 def winograd_conv3x3(x: np.ndarray, wt: WinogradWeights, bias: Optional[np.ndarray],
                      pads=(0, 0, 0, 0), act: str = "", out: Optional[np.ndarray] = None,
                      stride=(1, 1), dilation=(1, 1), group: int = 1,
-                     blocks: Optional[Tuple[int, int]] = None) -> np.ndarray:
+                     blocks: Optional[Tuple[int, int]] = None,
+                     res: Optional[np.ndarray] = None) -> np.ndarray:
     """3x3 convolution, stride 1, dilation 1, group 1, NCHW, by Winograd F(wt.m, 3).
 
     ``x`` float32 or float16 ``[N, C, H, W]`` (output storage = input storage), ``wt`` from
@@ -508,7 +516,8 @@ def winograd_conv3x3(x: np.ndarray, wt: WinogradWeights, bias: Optional[np.ndarr
     ``act`` a fused activation code; ``out`` an optional C-contiguous ``[N, O, OH, OW]`` array
     of x's dtype to write into. ``stride``/``dilation``/``group`` exist only to be checked
     (anything but 1 raises ValueError). ``blocks`` = (tiles per task, output channels per task)
-    overrides the automatic blocking (for benchmarks)."""
+    overrides the automatic blocking (for benchmarks). ``res``: an array like the output added
+    before the activation (a residual connection)."""
     if not isinstance(wt, WinogradWeights):
         raise TypeError(f"winograd_conv3x3: wt must come from winograd_weights(), got "
                         f"{type(wt).__name__}")
@@ -549,6 +558,9 @@ def winograd_conv3x3(x: np.ndarray, wt: WinogradWeights, bias: Optional[np.ndarr
                          f"array of shape {shape}")
     elif np.may_share_memory(out, x):
         raise ValueError("winograd_conv3x3: out must not overlap the input")
+    if res is not None and (res.shape != shape or res.dtype != x.dtype):
+        raise ValueError(f"winograd_conv3x3: residual must be a {x.dtype} array of shape "
+                         f"{shape}, got {res.dtype} {res.shape}")
     m = wt.m
     ntile = -(-OH // m) * -(-OW // m)
     T, OB = blocks if blocks else _blocks(N, C, O, ntile, m, get_num_threads())
@@ -557,8 +569,9 @@ def winograd_conv3x3(x: np.ndarray, wt: WinogradWeights, bias: Optional[np.ndarr
     T, OB = int(min(T, ntile)), int(min(-(-OB // MR) * MR, O))   # blocks of whole panels
     nchunk = max(1, min(get_num_threads(), N * -(-ntile // T) * -(-O // OB)))
     ws = _workspace(nchunk, _ws_size(C, OB, T, -(-OW // m), m))
-    _k_wino(storage_view(np.ascontiguousarray(x)), wt.u, b, storage_view(out), m,
-            pads[0], pads[2], T, OB, code, ws)
+    so = storage_view(out)
+    _k_wino(storage_view(np.ascontiguousarray(x)), wt.u, b, so, m, pads[0], pads[2], T, OB, code,
+            ws, so if res is None else storage_view(np.ascontiguousarray(res)), res is not None)
     return out
 
 
