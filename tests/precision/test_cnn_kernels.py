@@ -152,6 +152,31 @@ def test_max_pool_matches_reference(c, h, w, kh, kw, sh, sw, p, ceil, half):
     assert np.array_equal(got, exp)
 
 
+@pytest.mark.parametrize("shape,kernel,stride,pads,out_hw", [
+    ((2, 5, 112, 112), (3, 3), (2, 2), (1, 1, 1, 1), (56, 56)),   # ResNet's stem pool, 2 images
+    ((1, 3, 7, 9), (3, 3), (2, 2), (1, 0, 0, 1), (4, 5)),         # odd sizes, one-sided pads
+    ((1, 2, 5, 6), (2, 3), (2, 2), (0, 1, 1, 0), (3, 3)),         # last window wholly in padding
+    ((1, 2, 9, 4), (3, 2), (3, 1), (2, 2, 1, 1), (5, 5)),         # stride 3, windows in the pads
+])
+@pytest.mark.parametrize("half", [False, True])
+def test_max_pool_fixed_shapes(shape, kernel, stride, pads, out_hw, half):
+    """Row-clamped vertical maxima then strided horizontal maxima: the op's reference (MNN's
+    edge rule) exactly, NaNs propagating as in numpy's maximum."""
+    from mnnjit.backends.cpu.pool import max_pool2d
+    from mnnjit.ops.nn_pool import pool2d_ref
+    x = np.random.default_rng(sum(shape)).standard_normal(shape).astype(np.float32)
+    x[0, 0, 1, 2] = np.nan
+    ref = pool2d_ref([x], {"kind": "max", "kernel": kernel, "stride": stride, "pads": pads,
+                           "out": out_hw, "count_include_pad": False})
+    xs = to_f16(x) if half else x
+    out = np.empty(shape[:2] + out_hw, xs.dtype)
+    max_pool2d(storage_view(xs), storage_view(out), kernel, stride, pads)
+    got = to_f32(out) if half else out
+    exp = to_f32(to_f16(ref)) if half else ref
+    assert np.array_equal(got, exp, equal_nan=True)
+    assert np.isnan(got).any()
+
+
 @pytest.mark.parametrize("act", ["", "relu6", "sigmoid"])
 @pytest.mark.parametrize("half", [False, True])
 def test_quantized_classifier_runs_the_narrow_gemv(act, half):
