@@ -514,8 +514,10 @@ class ConvGemm:
         self.bias = b
         P = oh * ow
         self.direct = kh == kw == 1 and tuple(stride) == (1, 1) and not any(pads)
-        #: im2col from phase planes of the padded input (contiguous copies): dilation 1
-        self.phased = bool(not self.direct and tuple(dilation) == (1, 1))
+        #: im2col from phase planes of the padded input (contiguous copies): dilation 1 and
+        #: every phase used (a 1x1 stride-2 kernel reads a quarter of its input: direct gather)
+        self.phased = bool(not self.direct and tuple(dilation) == (1, 1)
+                           and kh >= stride[0] and kw >= stride[1])
         self.pc_max = P if self.direct else max(NR, min(P, (_COL_BYTES // (4 * K)) // NR * NR))
         threads = threads or get_num_threads()
         # split columns first (weights are shared), rows when there are few columns
