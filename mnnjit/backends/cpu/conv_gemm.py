@@ -535,6 +535,10 @@ class ConvGemm:
         isz = 4
         b_bytes = K * min(self.pc_max, -(-P // n_p)) * isz
         self.o_outer = bool(O * K * isz > _L2_BYTES // 2 and b_bytes <= _L2_BYTES // 2)
+        # an im2col convolution whose output exceeds L2 (ResNet's stem: 3.2 MB) writes each
+        # panel's rows as long sequential streams with panels outside: 3.2-3.3 -> 3.0-3.1 ms there
+        if not self.direct and O * P * isz > _L2_BYTES and b_bytes <= _L2_BYTES // 2:
+            self.o_outer = True
         # a 1x1 convolution of a few pixels (a classifier) with 8-bit codes: the codes are read
         # once by the quantized GEMV (no dequantized panels, which would cost more than the GEMV)
         self.narrow = bool(self.direct and weights.kind == 2 and group == 1 and N * P <= 8)
