@@ -101,6 +101,33 @@ def test_depthwise_matches_reference(case, half):
     assert np.abs(got - ref).max() <= (2e-2 if half else 1e-4) * max(1.0, float(np.abs(ref).max()))
 
 
+@pytest.mark.parametrize("shape,o,k,s,pads", [
+    ((1, 3, 37, 41), 10, 7, 2, (3, 3, 3, 3)),     # ResNet-like stem, odd sizes
+    ((2, 20, 14, 14), 13, 3, 2, (1, 1, 1, 1)),    # 3x3 s2 to 7x7: 49 = 3 x 16 + 1 columns
+    ((1, 64, 7, 7), 7, 3, 1, (1, 1, 1, 1)),       # 3x3 s1 on 7x7, 2-row column chunks
+    ((1, 5, 9, 11), 8, 3, 3, (0, 2, 1, 0)),       # stride 3, one-sided pads
+    ((1, 9, 10, 10), 6, 1, 2, (0, 0, 0, 0)),      # 1x1 stride 2 (gathered, not phase planes)
+])
+@pytest.mark.parametrize("threads", [1, 3, 5])
+@pytest.mark.parametrize("half", [False, True])
+def test_conv_gemm_phase_planes_task_splits(shape, o, k, s, pads, threads, half):
+    """im2col from phase planes: column tasks starting mid-row (``threads`` splits), chunks of
+    ``pc_max`` columns and the last partial 16-column block, float32 and float16 storage."""
+    rng = np.random.default_rng(sum(shape) + o)
+    x = rng.standard_normal(shape).astype(np.float32)
+    wt = rng.standard_normal((o, shape[1], k, k)).astype(np.float32)
+    b = rng.standard_normal(o).astype(np.float32)
+    cv = K.ConvGemm(K.PackedWeights.from_dense(wt.reshape(o, -1)), b, shape, (k, k), (s, s), pads,
+                    (1, 1), 1, "relu", threads=threads)
+    assert cv.phased == (k >= s)
+    xs = to_f16(x) if half else x
+    out = np.empty(cv.out_shape, xs.dtype)
+    cv.run(storage_view(xs), storage_view(out))
+    ref = act_ref(conv_ref(to_f32(xs) if half else x, wt, b, (s, s), pads, (1, 1), 1), "relu")
+    got = to_f32(out) if half else out
+    assert np.abs(got - ref).max() <= (2e-2 if half else 1e-4) * max(1.0, float(np.abs(ref).max()))
+
+
 def test_mobilenet_shapes_exact_tiles_and_tails():
     """Layer shapes whose pixel count is (not) a multiple of the 16-column tile, and channel
     counts that are (not) multiples of the 6-row panel."""
@@ -150,6 +177,31 @@ def test_max_pool_matches_reference(c, h, w, kh, kw, sh, sw, p, ceil, half):
     got = to_f32(out) if half else out
     exp = to_f32(to_f16(ref)) if half else ref
     assert np.array_equal(got, exp)
+
+
+@pytest.mark.parametrize("shape,kernel,stride,pads,out_hw", [
+    ((2, 5, 112, 112), (3, 3), (2, 2), (1, 1, 1, 1), (56, 56)),   # ResNet's stem pool, 2 images
+    ((1, 3, 7, 9), (3, 3), (2, 2), (1, 0, 0, 1), (4, 5)),         # odd sizes, one-sided pads
+    ((1, 2, 5, 6), (2, 3), (2, 2), (0, 1, 1, 0), (3, 3)),         # last window wholly in padding
+    ((1, 2, 9, 4), (3, 2), (3, 1), (2, 2, 1, 1), (5, 5)),         # stride 3, windows in the pads
+])
+@pytest.mark.parametrize("half", [False, True])
+def test_max_pool_fixed_shapes(shape, kernel, stride, pads, out_hw, half):
+    """Row-clamped vertical maxima then strided horizontal maxima: the op's reference (MNN's
+    edge rule) exactly, NaNs propagating as in numpy's maximum."""
+    from mnnjit.backends.cpu.pool import max_pool2d
+    from mnnjit.ops.nn_pool import pool2d_ref
+    x = np.random.default_rng(sum(shape)).standard_normal(shape).astype(np.float32)
+    x[0, 0, 1, 2] = np.nan
+    ref = pool2d_ref([x], {"kind": "max", "kernel": kernel, "stride": stride, "pads": pads,
+                           "out": out_hw, "count_include_pad": False})
+    xs = to_f16(x) if half else x
+    out = np.empty(shape[:2] + out_hw, xs.dtype)
+    max_pool2d(storage_view(xs), storage_view(out), kernel, stride, pads)
+    got = to_f32(out) if half else out
+    exp = to_f32(to_f16(ref)) if half else ref
+    assert np.array_equal(got, exp, equal_nan=True)
+    assert np.isnan(got).any()
 
 
 @pytest.mark.parametrize("act", ["", "relu6", "sigmoid"])

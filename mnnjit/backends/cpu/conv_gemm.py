@@ -245,6 +245,73 @@ def _im2col(x, n, c0, C, H, W, kh, kw, sh, sw, pt, pl, dh, dw, OW, p0, pc, col):
 
 
 @njit(inline="always")
+def _phases(x, n, c0, C, H, W, sh, sw, pt, pl, r0, nrow, WQ, ph):
+    """ph[c, (r - r0) % sh, q, (r - r0) // sh, xq] = padded input row r (``r0 <= r < r0 + nrow``,
+    a multiple of ``sh``), padded column ``xq*sw + q`` of channel ``c0 + c`` (zero in the padding):
+    the rows a task's windows touch, split into ``sh*sw`` phase planes so that every im2col row
+    segment becomes one contiguous copy. Raw storage values (zero bits are +0.0 in float16 too)."""
+    for c in range(C):
+        xr = x[n, c0 + c]
+        for rr in range(nrow):
+            iy = r0 + rr - pt
+            py = rr % sh
+            yq = rr // sh
+            for q in range(sw):
+                dst = ph[c, py, q, yq]
+                WQ_ = dst.shape[0]
+                if iy < 0 or iy >= H:
+                    for j in range(WQ_):
+                        dst[j] = 0
+                    continue
+                # phase columns j whose input column j*sw + q - pl lies in [0, W)
+                a = q - pl
+                lo = 0 if a >= 0 else min(WQ_, (-a + sw - 1) // sw)
+                hi = 0 if W - 1 - a < 0 else min(WQ_, (W - 1 - a) // sw + 1)
+                if hi < lo:
+                    hi = lo
+                for j in range(lo):
+                    dst[j] = 0
+                for j in range(hi, WQ_):
+                    dst[j] = 0
+                src = xr[iy * W + lo * sw + a:]
+                d2 = dst[lo:hi]
+                if sw == 1:
+                    for j in range(hi - lo):
+                        d2[j] = src[j]
+                elif sw == 2:
+                    for j in range(hi - lo):
+                        d2[j] = src[2 * j]
+                else:
+                    for j in range(hi - lo):
+                        d2[j] = src[j * sw]
+
+
+@njit(inline="always")
+def _im2col_phased(ph, C, kh, kw, sh, sw, OW, oy0, p0, pc, col):
+    """:func:`_im2col`'s result from the phase planes of :func:`_phases` (built from padded row
+    ``oy0*sh``): each output-row segment of a row ``k = (c, ky, kx)`` is a contiguous copy."""
+    for c in range(C):
+        for ky in range(kh):
+            for kx in range(kw):
+                cr = col[(c * kh + ky) * kw + kx]
+                pp = ph[c, ky % sh, kx % sw]
+                dy = ky // sh - oy0
+                dx = kx // sw
+                oy = p0 // OW
+                ox = p0 - oy * OW
+                j = 0
+                while j < pc:
+                    seg = min(OW - ox, pc - j)
+                    src = pp[oy + dy, ox + dx:]
+                    dst = cr[j:j + seg]
+                    for q in range(seg):
+                        dst[q] = src[q]
+                    j += seg
+                    ox = 0
+                    oy += 1
+
+
+@njit(inline="always")
 def _finish_act(out_row, n, act):
     """Activations the micro-kernel does not apply (sigmoid, tanh, ...), in place."""
     for j in range(n):
@@ -254,7 +321,7 @@ def _finish_act(out_row, n, act):
 @njit(parallel=True, cache=True)
 def _k_conv_gemm(x, w, kind, codes8, codes4, scale, offset, bs, bias, out, res, has_res,
                  H, W, kh, kw, sh, sw, pt, pl, dh, dw, OW, group, direct, act,
-                 n_ochunk, n_pchunk, pc_max, o_outer):
+                 n_ochunk, n_pchunk, pc_max, o_outer, phased):
     """out[n, g*og + o, p] for every image/group; tasks = (image, group, row chunk, col chunk).
 
     ``x`` [N, C, H*W] and ``out`` [N, O, P] (float32 or uint16 half bits), ``w`` float panels
@@ -293,6 +360,16 @@ def _k_conv_gemm(x, w, kind, codes8, codes4, scale, offset, bs, bias, out, res, 
             _deq_panels(kind, codes8, codes4, scale, offset, bs, g, og, q0, q1, K, wp)
         col = np.empty((1 if direct else K, 1 if direct else pc_max), out.dtype)
         xg = x[n, g * cg:(g + 1) * cg]
+        # phase planes of the padded rows this task's output rows oy0..oy1 read (dilation 1)
+        oy0 = p0 // OW
+        oy1 = (p1 - 1) // OW + 1
+        nrow = (oy1 - 1 - oy0) * sh + kh if phased else 1
+        nq = -(-nrow // sh) if phased else 1
+        WQ = ((OW - 1) * sw + kw + sw - 1) // sw if phased else 1
+        ph = np.empty((cg if phased else 1, sh if phased else 1, sw if phased else 1, nq, WQ),
+                      out.dtype)
+        if phased:
+            _phases(x, n, g * cg, cg, H, W, sh, sw, pt, pl, oy0 * sh, nrow, WQ, ph)
         for cb in range(p0, p1, pc_max):
             pc = min(pc_max, p1 - cb)
             if direct:
@@ -300,7 +377,11 @@ def _k_conv_gemm(x, w, kind, codes8, codes4, scale, offset, bs, bias, out, res, 
                 ldb = P
                 bptr = x.ctypes.data + x.itemsize * ((n * C + g * cg) * P + cb)
             else:
-                _im2col(x, n, g * cg, cg, H, W, kh, kw, sh, sw, pt, pl, dh, dw, OW, cb, pc, col)
+                if phased:
+                    _im2col_phased(ph, cg, kh, kw, sh, sw, OW, oy0, cb, pc, col)
+                else:
+                    _im2col(x, n, g * cg, cg, H, W, kh, kw, sh, sw, pt, pl, dh, dw, OW, cb, pc,
+                            col)
                 bsrc = col[:, :pc]
                 ldb = pc_max
                 bptr = col.ctypes.data
@@ -322,6 +403,7 @@ def _k_conv_gemm(x, w, kind, codes8, codes4, scale, offset, bs, bias, out, res, 
                                   n, g, og, npg, K, P, O, cb, reg_act, act, res, has_res)
         _keep_alive(ctile, btile)
         _keep_alive(col, wp)
+        _keep_alive(ph, xg)
 
 
 @njit(inline="always")
@@ -475,6 +557,10 @@ class ConvGemm:
         self.bias = b
         P = oh * ow
         self.direct = kh == kw == 1 and tuple(stride) == (1, 1) and not any(pads)
+        #: im2col from phase planes of the padded input (contiguous copies): dilation 1 and
+        #: every phase used (a 1x1 stride-2 kernel reads a quarter of its input: direct gather)
+        self.phased = bool(not self.direct and tuple(dilation) == (1, 1)
+                           and kh >= stride[0] and kw >= stride[1])
         self.pc_max = P if self.direct else max(NR, min(P, (_COL_BYTES // (4 * K)) // NR * NR))
         threads = threads or get_num_threads()
         # split columns first (weights are shared), rows when there are few columns
@@ -494,6 +580,10 @@ class ConvGemm:
         isz = 4
         b_bytes = K * min(self.pc_max, -(-P // n_p)) * isz
         self.o_outer = bool(O * K * isz > _L2_BYTES // 2 and b_bytes <= _L2_BYTES // 2)
+        # an im2col convolution whose output exceeds L2 (ResNet's stem: 3.2 MB) writes each
+        # panel's rows as long sequential streams with panels outside: 3.2-3.3 -> 3.0-3.1 ms there
+        if not self.direct and O * P * isz > _L2_BYTES and b_bytes <= _L2_BYTES // 2:
+            self.o_outer = True
         # a 1x1 convolution of a few pixels (a classifier) with 8-bit codes: the codes are read
         # once by the quantized GEMV (no dequantized panels, which would cost more than the GEMV)
         self.narrow = bool(self.direct and weights.kind == 2 and group == 1 and N * P <= 8)
@@ -530,8 +620,10 @@ class ConvGemm:
                              f"{list(out.shape)}")
         _k_conv_gemm(x.reshape(N, C, H * W), wt.panels, wt.kind, wt.codes8, wt.codes4, wt.scale,
                      wt.offset, wt.block, self.bias, o3,
-                     o3 if res is None else res.reshape(o3.shape), res is not None, H, W, kh, kw, sh, sw, pt, pl, dh, dw, self.out_shape[3], self.group,
-                     self.direct, self.act, self.n_o, self.n_p, self.pc_max, self.o_outer)
+                     o3 if res is None else res.reshape(o3.shape), res is not None,
+                     H, W, kh, kw, sh, sw, pt, pl, dh, dw, self.out_shape[3], self.group,
+                     self.direct, self.act, self.n_o, self.n_p, self.pc_max, self.o_outer,
+                     self.phased)
         return out
 
 

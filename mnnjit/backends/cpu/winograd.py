@@ -584,7 +584,12 @@ def choose(C: int, O: int, H: int, W: int, threads: int) -> int:
       F(4,3) wins from ~12 tiles of 4x4 per image (outputs >= 13x13: ResNet-18's 56, 28 and
       14; 14x14 256ch: 1.70 vs 2.36 ms), F(2,3) below (7x7: 3.2 vs 5.9 ms); with OpenBLAS sgemm
       the crossover was ~20 tiles; the thread count did not change the order;
-    * one input channel: the GEMMs are rank-1 updates, im2col (K = 9) is as fast and simpler.
+    * one input channel: the GEMMs are rank-1 updates, im2col (K = 9) is as fast and simpler;
+    * re-measured on ResNet-18's layers with the weights in cache and evicted (a 64 MB pass
+      before each call, as in a forward where 16 MB of U per 7x7 layer come from DRAM), 1 thread,
+      ms: 512@7 F(2,3) 1.75-1.9, F(4,3) 3.0-3.4, im2col GEMM 3.4-3.7; 256@14 F(4,3) 1.3-1.5 /
+      1.5-2.6 cold, F(2,3) 2.0-2.1 / 2.2-3.0, im2col 3.2-3.7; 128@28 F(4,3) 1.25-1.4, F(2,3)
+      1.7-1.9, im2col 3.2-3.8: the same order hot and cold, so the rule stands.
     """
     if min(C, O, H, W, threads) < 1:
         raise ValueError(f"choose: sizes and threads must be positive, got C={C} O={O} "
