@@ -182,51 +182,80 @@ def _edge_masks(ml, mr, n, W):
         mr[i] = np.float32(1.0) if ox < W - 1 else np.float32(0.0)
 
 
-@njit(parallel=True, cache=True)
-def _k_dw3x3_s1_flat(x, w, bias, out, W, act, nchunk):
-    """3x3, stride 1, pads 1, dilation 1 on small planes; x and out [N*C, H*W] storage arrays.
+@njit(inline="always")
+def _flat_s1_scratch(H, W):
+    """Per-task scratch of :func:`_dw3_plane_s1`: (buf, ml, mr, acc) for an H x W plane."""
+    HW = H * W
+    buf = np.zeros(HW + 2 * W + 2, np.float32)
+    ml = np.empty(HW, np.float32)
+    mr = np.empty(HW, np.float32)
+    _edge_masks(ml, mr, HW, W)
+    return buf, ml, mr, np.empty(HW, np.float32)
+
+
+@njit(inline="always")
+def _dw3_plane_s1(src, buf, ml, mr, acc, wc, b, dst, W, act):
+    """One channel of a 3x3, stride 1, pads 1, dilation 1 depthwise convolution: ``dst`` [H*W] =
+    act(b + taps ``wc`` over ``src`` [H*W]) (flat storage arrays; scratch from
+    :func:`_flat_s1_scratch`, ``buf``'s borders stay zero).
 
     The plane is copied (one flat loop, converting half storage) between W+1 zeros above and below,
     and output i = oy*W + ox is one flat loop over all H*W outputs, no padded columns: tap
     (ky, kx) reads buf[i + ky*W + kx] (buffer offset W+1 = plane start). Row borders come from the
     zeros; the column borders wrap into the neighbouring row, so the left-column taps are dropped
-    where ox == 0 and the right-column taps where ox == W-1 (a select on a precomputed mask)."""
-    NC, HW = x.shape
+    where ox == 0 and the right-column taps where ox == W-1 (a select on the edge masks)."""
+    HW = ml.shape[0]
+    xc = buf[W + 1:W + 1 + HW]
+    for i in range(HW):
+        xc[i] = load(src, i)
+    # every tap as its own slice from 0 (no run-time index offsets in the loop)
+    t0, t1, t2 = buf[0:], buf[1:], buf[2:]
+    t3, t4, t5 = buf[W:], buf[W + 1:], buf[W + 2:]
+    t6, t7, t8 = buf[2 * W:], buf[2 * W + 1:], buf[2 * W + 2:]
+    w0, w1, w2, w3, w4, w5, w6, w7, w8 = wc[0], wc[1], wc[2], wc[3], wc[4], wc[5], wc[6], wc[7], wc[8]
+    zero = np.float32(0.0)
+    for i in range(HW):
+        left = w0 * t0[i] + w3 * t3[i] + w6 * t6[i]
+        mid = b + w1 * t1[i] + w4 * t4[i] + w7 * t7[i]
+        right = w2 * t2[i] + w5 * t5[i] + w8 * t8[i]
+        acc[i] = mid + (left if ml[i] != zero else zero) + (right if mr[i] != zero else zero)
+    _store_act(dst, 0, acc, 0, zero, HW, act)
+
+
+@njit(parallel=True, cache=True)
+def _k_dw3x3_s1_flat(x, w, bias, out, H, W, act, nchunk):
+    """3x3, stride 1, pads 1, dilation 1 on small planes; x and out [N*C, H*W] storage arrays,
+    w [C, 9]. Tasks are chunks of (image, channel) planes, each computed by
+    :func:`_dw3_plane_s1`."""
+    NC = x.shape[0]
     C = w.shape[0]
     for chunk in prange(nchunk):
         c0 = chunk * NC // nchunk
         c1 = (chunk + 1) * NC // nchunk
-        buf = np.zeros(HW + 2 * W + 2, np.float32)
-        ml = np.empty(HW, np.float32)
-        mr = np.empty(HW, np.float32)
-        _edge_masks(ml, mr, HW, W)
-        acc = np.empty(HW, np.float32)
-        xc = buf[W + 1:W + 1 + HW]
-        # every tap as its own slice from 0 (no run-time index offsets in the loop)
-        t0, t1, t2 = buf[0:], buf[1:], buf[2:]
-        t3, t4, t5 = buf[W:], buf[W + 1:], buf[W + 2:]
-        t6, t7, t8 = buf[2 * W:], buf[2 * W + 1:], buf[2 * W + 2:]
-        zero = np.float32(0.0)
+        buf, ml, mr, acc = _flat_s1_scratch(H, W)
         for nc in range(c0, c1):
             c = nc % C
-            src = x[nc]
-            for i in range(HW):
-                xc[i] = load(src, i)
-            wc = w[c]
-            w0, w1, w2, w3, w4, w5, w6, w7, w8 = wc[0], wc[1], wc[2], wc[3], wc[4], wc[5], wc[6], wc[7], wc[8]
-            b = bias[c]
-            for i in range(HW):
-                left = w0 * t0[i] + w3 * t3[i] + w6 * t6[i]
-                mid = b + w1 * t1[i] + w4 * t4[i] + w7 * t7[i]
-                right = w2 * t2[i] + w5 * t5[i] + w8 * t8[i]
-                acc[i] = mid + (left if ml[i] != zero else zero) + (right if mr[i] != zero else zero)
-            _store_act(out[nc], 0, acc, 0, zero, HW, act)
+            _dw3_plane_s1(x[nc], buf, ml, mr, acc, w[c], bias[c], out[nc], W, act)
 
 
-@njit(parallel=True, cache=True)
-def _k_dw3x3_s2_flat(x, w, bias, out, W, act, nchunk):
-    """3x3, stride 2, pads top/left 1, dilation 1, even H and W (OH = H/2, OW = W/2) on small
-    planes; x [N*C, H*W] and out [N*C, OH*OW] storage arrays.
+@njit(inline="always")
+def _flat_s2_scratch(H, W):
+    """Per-task scratch of :func:`_dw3_plane_s2`: (A, B, ml, acc) for an H x W plane (H, W even)."""
+    OW = W // 2
+    n2 = H * OW
+    A = np.zeros(OW + 1 + n2 + 1, np.float32)
+    B = np.zeros(OW + 1 + n2 + 1, np.float32)
+    ml = np.empty(n2, np.float32)
+    mr = np.empty(n2, np.float32)
+    _edge_masks(ml, mr, n2, 2 * OW)
+    return A, B, ml, np.empty(max(n2 - OW, 1), np.float32)
+
+
+@njit(inline="always")
+def _dw3_plane_s2(src, A, B, ml, acc, wc, b, dst, W, act):
+    """One channel of a 3x3, stride 2, pads top/left 1, dilation 1 depthwise convolution of an
+    H x W plane, H and W even: ``dst`` [(H/2)*(W/2)] = act(b + taps ``wc`` over ``src`` [H*W])
+    (flat storage arrays; scratch from :func:`_flat_s2_scratch`, borders stay zero).
 
     One flat loop splits the plane into its even columns A and odd columns B ([H, OW] each, OW+1
     zeros in front for the top border). With k = oy*2*OW + ox (row 2*oy of A/B), every tap of
@@ -234,43 +263,43 @@ def _k_dw3x3_s2_flat(x, w, bias, out, W, act, nchunk):
     column 2ox-1 is B at k-1 (dropped where ox == 0, where it wraps). The odd rows k in
     [oy*2*OW + OW, (oy+1)*2*OW) are computed and skipped; rows are then stored through the
     activation."""
-    NC, HW = x.shape
-    C = w.shape[0]
     OW = W // 2
-    n2 = HW // 2
-    OH = out.shape[1] // OW
+    n2 = ml.shape[0]
+    OH = n2 // (2 * OW)
     nk = n2 - OW
+    P = OW + 1
+    Ai = A[P:P + n2]
+    Bi = B[P:P + n2]
+    for j in range(n2):
+        Ai[j] = load(src, 2 * j)
+        Bi[j] = load(src, 2 * j + 1)
+    a0, a1, a2 = A[P - OW:], A[P:], A[P + OW:]
+    b0, b1, b2 = B[P - OW - 1:], B[P - OW:], B[P - 1:]
+    b3, b4, b5 = B[P:], B[P + OW - 1:], B[P + OW:]
+    w0, w1, w2, w3, w4, w5, w6, w7, w8 = wc[0], wc[1], wc[2], wc[3], wc[4], wc[5], wc[6], wc[7], wc[8]
+    zero = np.float32(0.0)
+    for k in range(nk):
+        left = w0 * b0[k] + w3 * b2[k] + w6 * b4[k]
+        acc[k] = (b + w1 * a0[k] + w2 * b1[k] + w4 * a1[k] + w5 * b3[k] + w7 * a2[k]
+                  + w8 * b5[k] + (left if ml[k] != zero else zero))
+    for oy in range(OH):
+        _store_act(dst, oy * OW, acc, oy * 2 * OW, zero, OW, act)
+
+
+@njit(parallel=True, cache=True)
+def _k_dw3x3_s2_flat(x, w, bias, out, H, W, act, nchunk):
+    """3x3, stride 2, pads top/left 1, dilation 1, even H and W on small planes; x [N*C, H*W] and
+    out [N*C, (H/2)*(W/2)] storage arrays, w [C, 9]. Tasks are chunks of (image, channel)
+    planes, each computed by :func:`_dw3_plane_s2`."""
+    NC = x.shape[0]
+    C = w.shape[0]
     for chunk in prange(nchunk):
         c0 = chunk * NC // nchunk
         c1 = (chunk + 1) * NC // nchunk
-        P = OW + 1
-        A = np.zeros(P + n2 + 1, np.float32)
-        B = np.zeros(P + n2 + 1, np.float32)
-        ml = np.empty(n2, np.float32)
-        mr = np.empty(n2, np.float32)
-        _edge_masks(ml, mr, n2, 2 * OW)
-        acc = np.empty(max(nk, 1), np.float32)
-        Ai = A[P:P + n2]
-        Bi = B[P:P + n2]
-        a0, a1, a2 = A[P - OW:], A[P:], A[P + OW:]
-        b0, b1, b2 = B[P - OW - 1:], B[P - OW:], B[P - 1:]
-        b3, b4, b5 = B[P:], B[P + OW - 1:], B[P + OW:]
-        zero = np.float32(0.0)
+        A, B, ml, acc = _flat_s2_scratch(H, W)
         for nc in range(c0, c1):
             c = nc % C
-            src = x[nc]
-            for j in range(n2):
-                Ai[j] = load(src, 2 * j)
-                Bi[j] = load(src, 2 * j + 1)
-            wc = w[c]
-            w0, w1, w2, w3, w4, w5, w6, w7, w8 = wc[0], wc[1], wc[2], wc[3], wc[4], wc[5], wc[6], wc[7], wc[8]
-            b = bias[c]
-            for k in range(nk):
-                left = w0 * b0[k] + w3 * b2[k] + w6 * b4[k]
-                acc[k] = (b + w1 * a0[k] + w2 * b1[k] + w4 * a1[k] + w5 * b3[k] + w7 * a2[k]
-                          + w8 * b5[k] + (left if ml[k] != zero else zero))
-            for oy in range(OH):
-                _store_act(out[nc], oy * OW, acc, oy * 2 * OW, zero, OW, act)
+            _dw3_plane_s2(x[nc], A, B, ml, acc, w[c], bias[c], out[nc], W, act)
 
 
 # Largest input plane (H*W) the flat 3x3 kernels take; bigger planes use the padded-plane kernels.
@@ -329,7 +358,7 @@ class Depthwise:
             N, C, H, W = self.in_shape
             flat = _k_dw3x3_s1_flat if self.path == "flat_s1" else _k_dw3x3_s2_flat
             flat(x.reshape(N * C, H * W), self.w, self.bias,
-                 out.reshape(N * C, self.out_shape[2] * self.out_shape[3]), W, act, self.nchunk)
+                 out.reshape(N * C, self.out_shape[2] * self.out_shape[3]), H, W, act, self.nchunk)
         elif (kh, kw, sh, sw, dh, dw) == (3, 3, 2, 2, 1, 1):
             _k_depthwise_s2(x, self.w, self.bias, out, pt, pl, act, self.nchunk)
         else:
