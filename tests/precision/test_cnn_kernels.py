@@ -304,12 +304,22 @@ def test_depthwise_flat_edge_columns_do_not_leak(stride):
 
 
 def test_depthwise_other_shapes_keep_the_plane_kernel():
-    """Shapes outside the flat kernels' conditions (pads, odd stride-2 planes, big planes,
-    dilation, other kernels) choose the padded-plane kernel."""
+    """Shapes outside the flat kernels' conditions (pads, odd stride-2 planes, big stride-2
+    planes, dilation, other kernels) choose the padded-plane kernel."""
     w9 = np.zeros((4, 9), np.float32)
     assert Depthwise(w9, None, (1, 4, 14, 14), (3, 3), (1, 1), (0, 0, 0, 0)).path == "plane"
     assert Depthwise(w9, None, (1, 4, 7, 7), (3, 3), (2, 2), (1, 1, 1, 1)).path == "plane"
-    assert Depthwise(w9, None, (1, 4, 112, 112), (3, 3), (1, 1), (1, 1, 1, 1)).path == "plane"
+    assert Depthwise(w9, None, (1, 4, 112, 112), (3, 3), (2, 2), (1, 1, 1, 1)).path == "plane"
     assert Depthwise(w9, None, (1, 4, 14, 14), (3, 3), (1, 1), (2, 2, 2, 2), (2, 2)).path == "plane"
     assert Depthwise(np.zeros((4, 25), np.float32), None, (1, 4, 14, 14), (5, 5), (1, 1),
                      (2, 2, 2, 2)).path == "plane"
+
+
+@pytest.mark.parametrize("h,w", [(33, 33), (40, 30), (2, 1100), (1, 1100), (3, 700), (56, 56)])
+@pytest.mark.parametrize("half", [False, True])
+def test_depthwise_flat_stride1_banded_planes(h, w, half):
+    """Stride-1 planes larger than one band (1024 outputs) run band by band of whole rows (the
+    last band partial; a band of one row when a row is longer than a band)."""
+    got, ref, path = _depthwise_case(2, 3, h, w, (1, 1), (1, 1, 1, 1), "relu", half, h * w)
+    assert path == "flat_s1"
+    assert np.abs(got - ref).max() <= (2e-2 if half else 1e-4) * max(1.0, float(np.abs(ref).max()))
