@@ -4,7 +4,8 @@ Each task keeps a zero-bordered float32 copy of one input plane (the border is z
 task; a channel overwrites only the interior), so every tap is in bounds and a whole output plane
 is one vectorisable loop over a flat index (3x3 written out for stride 1 and 2), small planes
 (7x7, 14x14) included. Rows are stored through the activation (float32 or float16 storage).
-Tasks are chunks of (image, channel) planes.
+Tasks are chunks of (image, channel) planes. 3x3 layers with pads 1 (stride 1; stride 2 on small
+even planes) run the flat kernels of :mod:`.depthwise_flat` instead (``Depthwise.path``).
 
 This module imports numba: import it lazily.
 """
@@ -15,6 +16,7 @@ from typing import Optional, Tuple
 import numpy as np
 from numba import get_num_threads, njit, prange
 
+from .depthwise_flat import choose_path, flat_kernel
 from .fp16 import load
 from .fp16_kernels import _act_code, _conv_out_hw, _store_act, _writable, storage_view
 
@@ -220,11 +222,19 @@ class Depthwise:
         self.args = (kh, kw, int(stride[0]), int(stride[1]), int(pads[0]), int(pads[2]),
                      int(dilation[0]), int(dilation[1]), _act_code(act))
         self.nchunk = max(1, min(N * C, 4 * (threads or get_num_threads())))
+        # "flat_s1" / "flat_s2" (:mod:`.depthwise_flat`) or "plane" (the kernels here)
+        self.path = choose_path(self.in_shape, self.out_shape, self.args,
+                                tuple(int(p) for p in pads))
 
     def run(self, x: np.ndarray, out: np.ndarray) -> np.ndarray:
         """Compute into ``out`` (same storage as ``x``)."""
         kh, kw, sh, sw, pt, pl, dh, dw, act = self.args
-        if (kh, kw, sh, sw, dh, dw) == (3, 3, 2, 2, 1, 1):
+        if self.path != "plane":
+            N, C, H, W = self.in_shape
+            flat_kernel(self.path, H, W)(
+                x.reshape(N * C, H * W), self.w, self.bias,
+                out.reshape(N * C, self.out_shape[2] * self.out_shape[3]), H, W, act, self.nchunk)
+        elif (kh, kw, sh, sw, dh, dw) == (3, 3, 2, 2, 1, 1):
             _k_depthwise_s2(x, self.w, self.bias, out, pt, pl, act, self.nchunk)
         else:
             _k_depthwise(x, self.w, self.bias, out, *self.args, self.nchunk)

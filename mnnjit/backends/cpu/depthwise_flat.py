@@ -1,0 +1,256 @@
+"""Depthwise 3x3 convolutions (stride 1 pads 1; stride 2 pads 1 on even planes) as flat loops.
+
+MobileNet's depthwise layers on small planes (7x7, 14x14: 49 or 196 outputs of 9 taps per
+channel) are dominated by per-row work in a padded-plane kernel (:mod:`.depthwise`): a row copy
+and a row store per row, each too short to vectorise. Here a channel is three flat loops over the
+whole plane (copy in, stencil, store through the activation), with no padded columns:
+
+* stride 1: output i = oy*W + ox reads the plane (copied between W+1 zeros above and below) at
+  i + (ky-1)*W + (kx-1); the column taps that wrap into the neighbouring row (left taps at
+  ox == 0, right taps at ox == W-1) are dropped by a select on precomputed edge masks. Planes of
+  more than :data:`_BAND` outputs go band by band of whole rows (masks and accumulator in L1).
+* stride 2 (even H, W): one flat loop splits the plane into even and odd columns; with
+  k = oy*2*OW + ox every tap is one of the two halves at k plus a constant (odd rows computed and
+  skipped; the left taps dropped at ox == 0).
+
+Per-plane bodies (:func:`_dw3_plane_s1`, :func:`_dw3_plane_s1_banded`, :func:`_dw3_plane_s2`)
+take flat storage arrays (float32 or uint16 half bits): pass 2-D ``[planes, H*W]`` arrays and
+index them, never reshape inside a kernel (a reshape per plane measured 30-60 ns, the whole gain
+on 7x7 planes). Which kernel runs a layer: :func:`choose_path`.
+
+This module imports numba: import it lazily.
+"""
+from __future__ import annotations
+
+from typing import Callable, Sequence
+
+import numpy as np
+from numba import njit, prange
+
+from .fp16 import load
+from .fp16_kernels import _store_act
+
+__all__ = ["FLAT_S2_MAX_HW", "choose_path", "s1_banded", "flat_kernel"]
+
+
+@njit(inline="always")
+def _edge_masks(ml, mr, n, W):
+    """ml[i] = 0 where i % W == 0 (first column), mr[i] = 0 where i % W == W - 1 (last column),
+    1 elsewhere (float32, for a branch-free select in the stencil loops)."""
+    for i in range(n):
+        ox = i % W
+        ml[i] = np.float32(1.0) if ox > 0 else np.float32(0.0)
+        mr[i] = np.float32(1.0) if ox < W - 1 else np.float32(0.0)
+
+
+# Outputs per band of whole rows in :func:`_dw3_plane_s1` (masks and accumulator stay in L1)
+_BAND = 1024
+
+
+@njit(inline="always")
+def _band_rows(H, W):
+    """Rows per band of :func:`_dw3_plane_s1_banded` (at least one, at most H)."""
+    return max(1, min(H, _BAND // W))
+
+
+@njit(inline="always")
+def _flat_s1_scratch(H, W):
+    """Per-task scratch of :func:`_dw3_plane_s1`: (buf, ml, mr, acc) for an H x W plane; the
+    masks and ``acc`` cover one band of whole rows."""
+    HW = H * W
+    buf = np.zeros(HW + 2 * W + 2, np.float32)
+    rb = _band_rows(H, W) * W
+    ml = np.empty(rb, np.float32)
+    mr = np.empty(rb, np.float32)
+    _edge_masks(ml, mr, rb, W)
+    return buf, ml, mr, np.empty(rb, np.float32)
+
+
+@njit(inline="always")
+def _s1_rows(buf, n, W, ml, mr, acc, wc, b, dst, act):
+    """``dst[:n]`` (whole rows) of :func:`_dw3_plane_s1`; ``buf`` starts W+1 values before the
+    first of these rows' inputs."""
+    w0, w1, w2, w3, w4, w5, w6, w7, w8 = wc[0], wc[1], wc[2], wc[3], wc[4], wc[5], wc[6], wc[7], wc[8]
+    zero = np.float32(0.0)
+    # every tap as its own slice from 0 (no run-time index offsets in the loop)
+    t0, t1, t2 = buf[0:], buf[1:], buf[2:]
+    t3, t4, t5 = buf[W:], buf[W + 1:], buf[W + 2:]
+    t6, t7, t8 = buf[2 * W:], buf[2 * W + 1:], buf[2 * W + 2:]
+    for i in range(n):
+        left = w0 * t0[i] + w3 * t3[i] + w6 * t6[i]
+        mid = b + w1 * t1[i] + w4 * t4[i] + w7 * t7[i]
+        right = w2 * t2[i] + w5 * t5[i] + w8 * t8[i]
+        acc[i] = mid + (left if ml[i] != zero else zero) + (right if mr[i] != zero else zero)
+    _store_act(dst, 0, acc, 0, zero, n, act)
+
+
+@njit(inline="always")
+def _dw3_plane_s1(src, buf, ml, mr, acc, wc, b, dst, W, act):
+    """One channel of a 3x3, stride 1, pads 1, dilation 1 depthwise convolution: ``dst`` [H*W] =
+    act(b + taps ``wc`` over ``src`` [H*W]) (flat storage arrays; scratch from
+    :func:`_flat_s1_scratch`, ``buf``'s borders stay zero).
+
+    The plane is copied (one flat loop, converting half storage) between W+1 zeros above and below,
+    and output i = oy*W + ox is one flat loop over all H*W outputs, no padded columns: tap
+    (ky, kx) reads buf[i + ky*W + kx] (buffer offset W+1 = plane start). Row borders come from the
+    zeros; the column borders wrap into the neighbouring row, so the left-column taps are dropped
+    where ox == 0 and the right-column taps where ox == W-1 (a select on the edge masks).
+
+    Planes of more than one band (``ml`` shorter than the plane; ``banded``) are done band by band
+    of whole rows (the masks repeat every row), so masks and ``acc`` stay in L1. One-band planes
+    run a kernel compiled without that loop: with it, 7x7 and 14x14 planes measured 15% slower."""
+    HW = src.shape[0]
+    xc = buf[W + 1:W + 1 + HW]
+    for i in range(HW):
+        xc[i] = load(src, i)
+    _s1_rows(buf, HW, W, ml, mr, acc, wc, b, dst, act)
+
+
+@njit(inline="always")
+def _dw3_plane_s1_banded(src, buf, ml, mr, acc, wc, b, dst, W, act):
+    """:func:`_dw3_plane_s1` band by band of ``ml.shape[0]`` outputs (whole rows), for planes
+    larger than one band (masks and ``acc`` stay in L1)."""
+    HW = src.shape[0]
+    xc = buf[W + 1:W + 1 + HW]
+    for i in range(HW):
+        xc[i] = load(src, i)
+    rb = ml.shape[0]
+    for i0 in range(0, HW, rb):
+        _s1_rows(buf[i0:], min(rb, HW - i0), W, ml, mr, acc, wc, b, dst[i0:], act)
+
+
+@njit(parallel=True, cache=True)
+def _k_dw3x3_s1_flat(x, w, bias, out, H, W, act, nchunk):
+    """3x3, stride 1, pads 1, dilation 1 on planes of at most one band (:data:`_BAND` outputs);
+    x and out [N*C, H*W] storage arrays, w [C, 9]. Tasks are chunks of (image, channel) planes,
+    each computed by :func:`_dw3_plane_s1`."""
+    NC = x.shape[0]
+    C = w.shape[0]
+    for chunk in prange(nchunk):
+        c0 = chunk * NC // nchunk
+        c1 = (chunk + 1) * NC // nchunk
+        buf, ml, mr, acc = _flat_s1_scratch(H, W)
+        for nc in range(c0, c1):
+            c = nc % C
+            _dw3_plane_s1(x[nc], buf, ml, mr, acc, w[c], bias[c], out[nc], W, act)
+
+
+@njit(parallel=True, cache=True)
+def _k_dw3x3_s1_banded(x, w, bias, out, H, W, act, nchunk):
+    """:func:`_k_dw3x3_s1_flat` for planes larger than one band (:func:`_dw3_plane_s1_banded`)."""
+    NC = x.shape[0]
+    C = w.shape[0]
+    for chunk in prange(nchunk):
+        c0 = chunk * NC // nchunk
+        c1 = (chunk + 1) * NC // nchunk
+        buf, ml, mr, acc = _flat_s1_scratch(H, W)
+        for nc in range(c0, c1):
+            c = nc % C
+            _dw3_plane_s1_banded(x[nc], buf, ml, mr, acc, w[c], bias[c], out[nc], W, act)
+
+
+@njit(inline="always")
+def _flat_s2_scratch(H, W):
+    """Per-task scratch of :func:`_dw3_plane_s2`: (A, B, ml, acc) for an H x W plane (H, W even)."""
+    OW = W // 2
+    n2 = H * OW
+    A = np.zeros(OW + 1 + n2 + 1, np.float32)
+    B = np.zeros(OW + 1 + n2 + 1, np.float32)
+    ml = np.empty(n2, np.float32)
+    mr = np.empty(n2, np.float32)
+    _edge_masks(ml, mr, n2, 2 * OW)
+    return A, B, ml, np.empty(max(n2 - OW, 1), np.float32)
+
+
+@njit(inline="always")
+def _dw3_plane_s2(src, A, B, ml, acc, wc, b, dst, W, act):
+    """One channel of a 3x3, stride 2, pads top/left 1, dilation 1 depthwise convolution of an
+    H x W plane, H and W even: ``dst`` [(H/2)*(W/2)] = act(b + taps ``wc`` over ``src`` [H*W])
+    (flat storage arrays; scratch from :func:`_flat_s2_scratch`, borders stay zero).
+
+    One flat loop splits the plane into its even columns A and odd columns B ([H, OW] each, OW+1
+    zeros in front for the top border). With k = oy*2*OW + ox (row 2*oy of A/B), every tap of
+    output (oy, ox) is A or B at k plus a constant: rows 2oy-1, 2oy, 2oy+1 are k-OW, k, k+OW and
+    column 2ox-1 is B at k-1 (dropped where ox == 0, where it wraps). The odd rows k in
+    [oy*2*OW + OW, (oy+1)*2*OW) are computed and skipped; rows are then stored through the
+    activation."""
+    OW = W // 2
+    n2 = ml.shape[0]
+    OH = n2 // (2 * OW)
+    nk = n2 - OW
+    P = OW + 1
+    Ai = A[P:P + n2]
+    Bi = B[P:P + n2]
+    for j in range(n2):
+        Ai[j] = load(src, 2 * j)
+        Bi[j] = load(src, 2 * j + 1)
+    a0, a1, a2 = A[P - OW:], A[P:], A[P + OW:]
+    b0, b1, b2 = B[P - OW - 1:], B[P - OW:], B[P - 1:]
+    b3, b4, b5 = B[P:], B[P + OW - 1:], B[P + OW:]
+    w0, w1, w2, w3, w4, w5, w6, w7, w8 = wc[0], wc[1], wc[2], wc[3], wc[4], wc[5], wc[6], wc[7], wc[8]
+    zero = np.float32(0.0)
+    for k in range(nk):
+        left = w0 * b0[k] + w3 * b2[k] + w6 * b4[k]
+        acc[k] = (b + w1 * a0[k] + w2 * b1[k] + w4 * a1[k] + w5 * b3[k] + w7 * a2[k]
+                  + w8 * b5[k] + (left if ml[k] != zero else zero))
+    for oy in range(OH):
+        _store_act(dst, oy * OW, acc, oy * 2 * OW, zero, OW, act)
+
+
+@njit(parallel=True, cache=True)
+def _k_dw3x3_s2_flat(x, w, bias, out, H, W, act, nchunk):
+    """3x3, stride 2, pads top/left 1, dilation 1, even H and W on small planes; x [N*C, H*W] and
+    out [N*C, (H/2)*(W/2)] storage arrays, w [C, 9]. Tasks are chunks of (image, channel)
+    planes, each computed by :func:`_dw3_plane_s2`."""
+    NC = x.shape[0]
+    C = w.shape[0]
+    for chunk in prange(nchunk):
+        c0 = chunk * NC // nchunk
+        c1 = (chunk + 1) * NC // nchunk
+        A, B, ml, acc = _flat_s2_scratch(H, W)
+        for nc in range(c0, c1):
+            c = nc % C
+            _dw3_plane_s2(x[nc], A, B, ml, acc, w[c], bias[c], out[nc], W, act)
+
+
+# Largest input plane (H*W) the flat stride-2 kernel takes; bigger ones use the parity-plane
+# kernel. Measured per MobileNetV2 layer at 1 thread (docs/notes/models.md): the flat stride-2
+# kernel wins 1.9x on 14x14 inputs, 1.4-1.6x on 28x28 and 56x56 and ties (float32) or loses
+# (float16, 0.9x) on 112x112. The flat stride-1 kernel (banded) wins or ties at every size
+# (2.1-2.7x on 7x7/14x14, 1.5x 28x28, 1.2x 56x56, 1.0x / 1.4x float16 on 112x112).
+FLAT_S2_MAX_HW = 64 * 64
+
+
+def choose_path(in_shape: Sequence[int], out_shape: Sequence[int], args: Sequence[int],
+                pads: Sequence[int]) -> str:
+    """Which kernel runs a depthwise convolution: ``"flat_s1"`` (3x3, stride 1, pads 1),
+    ``"flat_s2"`` (3x3, stride 2, pads 1 on small even planes) or ``"plane"`` (any shape, the
+    padded-plane kernels of :mod:`.depthwise`). ``args`` as :class:`.depthwise.Depthwise` keeps
+    them (kh, kw, sh, sw, pt, pl, dh, dw, act); ``pads`` (top, bottom, left, right)."""
+    _, _, H, W = in_shape
+    OH, OW = out_shape[2], out_shape[3]
+    kh, kw, sh, sw, _, _, dh, dw, _ = args
+    if (kh, kw, dh, dw) != (3, 3, 1, 1):
+        return "plane"
+    if (sh, sw) == (1, 1) and pads == (1, 1, 1, 1):
+        return "flat_s1"
+    if ((sh, sw) == (2, 2) and pads[0] == pads[2] == 1 and H % 2 == 0 and W % 2 == 0
+            and (OH, OW) == (H // 2, W // 2) and H * W <= FLAT_S2_MAX_HW):
+        return "flat_s2"
+    return "plane"
+
+
+def s1_banded(H: int, W: int) -> bool:
+    """Whether a stride-1 H x W plane runs band by band (:func:`_dw3_plane_s1_banded`): more
+    than one band of whole rows (matches :func:`_band_rows`)."""
+    return H * W > _BAND and H > 1
+
+
+def flat_kernel(path: str, H: int, W: int) -> Callable:
+    """The parallel kernel ``k(x2, w, bias, out2, H, W, act, nchunk)`` of a flat ``path``
+    (``x2``/``out2``: [N*C, plane] storage arrays)."""
+    if path == "flat_s2":
+        return _k_dw3x3_s2_flat
+    if path == "flat_s1":
+        return _k_dw3x3_s1_banded if s1_banded(H, W) else _k_dw3x3_s1_flat
+    raise ValueError(f"depthwise: no flat kernel for path {path!r}")
