@@ -311,7 +311,10 @@ def test_expand_depthwise_matches_the_two_steps(n, c, o, h, w, ks, pad, act1, ac
     e.run(xs, mid)
     d.run(mid, apart)
     f.run(xs, fused)
-    assert np.array_equal(fused, apart)
+    # the same sums up to their order (the column split decides which columns take the
+    # one-column kernel; a narrow 8-bit 1x1 runs its own GEMV apart)
+    a32, f32 = (to_f32(apart.view(np.float16)), to_f32(fused.view(np.float16))) if half else (apart, fused)
+    assert np.abs(a32 - f32).max() <= (2e-3 if half else 1e-5) * max(1.0, float(np.abs(a32).max()))
     got = to_f32(fused.view(np.float16)) if half else fused
     x64 = to_f32(xs.view(np.float16)) if half else x
     ref = act_ref(conv_ref(act_ref(conv_ref(x64, w1.reshape(o, c, 1, 1), b1, (1, 1), (0,) * 4, (1, 1), 1), act1),
