@@ -2,7 +2,8 @@
 
 ``out[n, o, p] = act(sum_k W[o, k] * B[k, p] + bias[o])`` where ``B`` is the input itself for a
 1x1 stride-1 convolution (NCHW rows are the GEMM's rows: no packing) or an im2col block built
-per task for any other kernel/stride/padding/dilation. Weights are packed once, at plan build,
+per task for any other kernel/stride/padding/dilation (dilation 1: copied in contiguous runs from
+``sh*sw`` phase planes of the padded input rows the task reads, :func:`_phases`). Weights are packed once, at plan build,
 into panels of :data:`MR` rows (``[O/MR][K][MR]``, zero rows pad the last panel) as float32 or
 float16; quantized weights (memory=low) stay as int8 / packed 4-bit codes and each task
 dequantizes the panels of its row range into a float32 scratch once (cache resident).
