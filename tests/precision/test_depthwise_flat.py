@@ -12,6 +12,7 @@ from precision_refs import act_ref, conv_ref
 
 pytest.importorskip("numba")
 from mnnjit.backends.cpu.depthwise import Depthwise  # noqa: E402
+from mnnjit.backends.cpu.depthwise_flat import s1_banded, s2_banded  # noqa: E402
 from mnnjit.backends.cpu.fp16 import to_f16, to_f32  # noqa: E402
 from mnnjit.backends.cpu.fp16_kernels import storage_view  # noqa: E402
 
@@ -99,12 +100,12 @@ def test_depthwise_flat_edge_columns_do_not_leak(stride):
 
 
 def test_depthwise_other_shapes_keep_the_plane_kernel():
-    """Shapes outside the flat kernels' conditions (pads, odd stride-2 planes, big stride-2
-    planes, dilation, other kernels) choose the padded-plane kernel."""
+    """Shapes outside the flat kernels' conditions (pads, odd stride-2 planes, dilation, other
+    kernels) choose the padded-plane kernel."""
     w9 = np.zeros((4, 9), np.float32)
     assert Depthwise(w9, None, (1, 4, 14, 14), (3, 3), (1, 1), (0, 0, 0, 0)).path == "plane"
     assert Depthwise(w9, None, (1, 4, 7, 7), (3, 3), (2, 2), (1, 1, 1, 1)).path == "plane"
-    assert Depthwise(w9, None, (1, 4, 112, 112), (3, 3), (2, 2), (1, 1, 1, 1)).path == "plane"
+    assert Depthwise(w9, None, (1, 4, 112, 112), (3, 3), (2, 2), (0, 1, 0, 1)).path == "plane"
     assert Depthwise(w9, None, (1, 4, 14, 14), (3, 3), (1, 1), (2, 2, 2, 2), (2, 2)).path == "plane"
     assert Depthwise(np.zeros((4, 25), np.float32), None, (1, 4, 14, 14), (5, 5), (1, 1),
                      (2, 2, 2, 2)).path == "plane"
@@ -117,4 +118,16 @@ def test_depthwise_flat_stride1_banded_planes(h, w, half):
     last band partial; a band of one row when a row is longer than a band)."""
     got, ref, path = _depthwise_case(2, 3, h, w, (1, 1), (1, 1, 1, 1), "relu", half, h * w)
     assert path == "flat_s1"
+    assert s1_banded(h, w) == (h > 1)
+    assert np.abs(got - ref).max() <= (2e-2 if half else 1e-4) * max(1.0, float(np.abs(ref).max()))
+
+
+@pytest.mark.parametrize("h,w", [(80, 40), (4, 2200), (2, 2200), (66, 34), (112, 112)])
+@pytest.mark.parametrize("half", [False, True])
+def test_depthwise_flat_stride2_banded_planes(h, w, half):
+    """Stride-2 planes of more than one band of output rows run band by band (the last band
+    partial; one output row per band when a row pair is longer than a band)."""
+    got, ref, path = _depthwise_case(1, 2, h, w, (2, 2), (1, 1, 1, 1), "relu6", half, h + w)
+    assert path == "flat_s2"
+    assert s2_banded(h, w) == ((h, w) != (2, 2200))
     assert np.abs(got - ref).max() <= (2e-2 if half else 1e-4) * max(1.0, float(np.abs(ref).max()))

@@ -4,8 +4,8 @@ Each task keeps a zero-bordered float32 copy of one input plane (the border is z
 task; a channel overwrites only the interior), so every tap is in bounds and a whole output plane
 is one vectorisable loop over a flat index (3x3 written out for stride 1 and 2), small planes
 (7x7, 14x14) included. Rows are stored through the activation (float32 or float16 storage).
-Tasks are chunks of (image, channel) planes. 3x3 layers with pads 1 (stride 1; stride 2 on small
-even planes) run the flat kernels of :mod:`.depthwise_flat` instead (``Depthwise.path``).
+Tasks are chunks of (image, channel) planes. 3x3 layers with pads 1 (stride 1; stride 2 on even
+planes) run the flat kernels of :mod:`.depthwise_flat` instead (``Depthwise.path``).
 
 This module imports numba: import it lazily.
 """

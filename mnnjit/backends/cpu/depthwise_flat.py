@@ -11,10 +11,10 @@ whole plane (copy in, stencil, store through the activation), with no padded col
   more than :data:`_BAND` outputs go band by band of whole rows (masks and accumulator in L1).
 * stride 2 (even H, W): one flat loop splits the plane into even and odd columns; with
   k = oy*2*OW + ox every tap is one of the two halves at k plus a constant (odd rows computed and
-  skipped; the left taps dropped at ox == 0).
+  skipped; the left taps dropped at ox == 0), band by band of output rows on large planes.
 
-Per-plane bodies (:func:`_dw3_plane_s1`, :func:`_dw3_plane_s1_banded`, :func:`_dw3_plane_s2`)
-take flat storage arrays (float32 or uint16 half bits): pass 2-D ``[planes, H*W]`` arrays and
+Per-plane bodies (:func:`_dw3_plane_s1`, :func:`_dw3_plane_s1_banded`, :func:`_dw3_plane_s2`,
+:func:`_dw3_plane_s2_banded`) take flat storage arrays (float32 or uint16 half bits): pass 2-D ``[planes, H*W]`` arrays and
 index them, never reshape inside a kernel (a reshape per plane measured 30-60 ns, the whole gain
 on 7x7 planes). Which kernel runs a layer: :func:`choose_path`.
 
@@ -30,7 +30,7 @@ from numba import njit, prange
 from .fp16 import load
 from .fp16_kernels import _store_act
 
-__all__ = ["FLAT_S2_MAX_HW", "choose_path", "s1_banded", "flat_kernel"]
+__all__ = ["choose_path", "s1_banded", "s2_banded", "flat_kernel"]
 
 
 @njit(inline="always")
@@ -150,16 +150,54 @@ def _k_dw3x3_s1_banded(x, w, bias, out, H, W, act, nchunk):
 
 
 @njit(inline="always")
+def _s2_band_rows(H, W):
+    """Output rows per band of :func:`_dw3_plane_s2_banded` (at least one, at most H/2)."""
+    return max(1, min(H // 2, _BAND // W))
+
+
+@njit(inline="always")
 def _flat_s2_scratch(H, W):
-    """Per-task scratch of :func:`_dw3_plane_s2`: (A, B, ml, acc) for an H x W plane (H, W even)."""
+    """Per-task scratch of :func:`_dw3_plane_s2`: (A, B, ml, acc) for an H x W plane (H, W even);
+    the mask and ``acc`` cover one band of output rows (2*OW values of k per row)."""
     OW = W // 2
     n2 = H * OW
     A = np.zeros(OW + 1 + n2 + 1, np.float32)
     B = np.zeros(OW + 1 + n2 + 1, np.float32)
-    ml = np.empty(n2, np.float32)
-    mr = np.empty(n2, np.float32)
-    _edge_masks(ml, mr, n2, 2 * OW)
-    return A, B, ml, np.empty(max(n2 - OW, 1), np.float32)
+    rb = _s2_band_rows(H, W) * 2 * OW
+    ml = np.empty(rb, np.float32)
+    mr = np.empty(rb, np.float32)
+    _edge_masks(ml, mr, rb, 2 * OW)
+    return A, B, ml, np.empty(rb, np.float32)
+
+
+@njit(inline="always")
+def _s2_split(src, A, B, n2, OW):
+    """A, B (after OW+1 zeros) = the even and odd columns of the plane ``src`` [n2*2]."""
+    P = OW + 1
+    Ai = A[P:P + n2]
+    Bi = B[P:P + n2]
+    for j in range(n2):
+        Ai[j] = load(src, 2 * j)
+        Bi[j] = load(src, 2 * j + 1)
+
+
+@njit(inline="always")
+def _s2_rows(A, B, R, OW, ml, acc, wc, b, dst, act):
+    """R output rows of :func:`_dw3_plane_s2` into ``dst`` [R*OW]; ``A``/``B`` start OW+1 values
+    before the first row's inputs (input row 2*oy0 of the column halves)."""
+    P = OW + 1
+    nk = R * 2 * OW - OW
+    a0, a1, a2 = A[P - OW:], A[P:], A[P + OW:]
+    b0, b1, b2 = B[P - OW - 1:], B[P - OW:], B[P - 1:]
+    b3, b4, b5 = B[P:], B[P + OW - 1:], B[P + OW:]
+    w0, w1, w2, w3, w4, w5, w6, w7, w8 = wc[0], wc[1], wc[2], wc[3], wc[4], wc[5], wc[6], wc[7], wc[8]
+    zero = np.float32(0.0)
+    for k in range(nk):
+        left = w0 * b0[k] + w3 * b2[k] + w6 * b4[k]
+        acc[k] = (b + w1 * a0[k] + w2 * b1[k] + w4 * a1[k] + w5 * b3[k] + w7 * a2[k]
+                  + w8 * b5[k] + (left if ml[k] != zero else zero))
+    for oy in range(R):
+        _store_act(dst, oy * OW, acc, oy * 2 * OW, zero, OW, act)
 
 
 @njit(inline="always")
@@ -173,34 +211,30 @@ def _dw3_plane_s2(src, A, B, ml, acc, wc, b, dst, W, act):
     output (oy, ox) is A or B at k plus a constant: rows 2oy-1, 2oy, 2oy+1 are k-OW, k, k+OW and
     column 2ox-1 is B at k-1 (dropped where ox == 0, where it wraps). The odd rows k in
     [oy*2*OW + OW, (oy+1)*2*OW) are computed and skipped; rows are then stored through the
-    activation."""
+    activation. One band (``ml`` covers the plane); larger planes: :func:`_dw3_plane_s2_banded`."""
     OW = W // 2
-    n2 = ml.shape[0]
+    n2 = src.shape[0] // 2
+    _s2_split(src, A, B, n2, OW)
+    _s2_rows(A, B, n2 // (2 * OW), OW, ml, acc, wc, b, dst, act)
+
+
+@njit(inline="always")
+def _dw3_plane_s2_banded(src, A, B, ml, acc, wc, b, dst, W, act):
+    """:func:`_dw3_plane_s2` band by band of ``ml.shape[0] // W`` output rows."""
+    OW = W // 2
+    n2 = src.shape[0] // 2
+    _s2_split(src, A, B, n2, OW)
     OH = n2 // (2 * OW)
-    nk = n2 - OW
-    P = OW + 1
-    Ai = A[P:P + n2]
-    Bi = B[P:P + n2]
-    for j in range(n2):
-        Ai[j] = load(src, 2 * j)
-        Bi[j] = load(src, 2 * j + 1)
-    a0, a1, a2 = A[P - OW:], A[P:], A[P + OW:]
-    b0, b1, b2 = B[P - OW - 1:], B[P - OW:], B[P - 1:]
-    b3, b4, b5 = B[P:], B[P + OW - 1:], B[P + OW:]
-    w0, w1, w2, w3, w4, w5, w6, w7, w8 = wc[0], wc[1], wc[2], wc[3], wc[4], wc[5], wc[6], wc[7], wc[8]
-    zero = np.float32(0.0)
-    for k in range(nk):
-        left = w0 * b0[k] + w3 * b2[k] + w6 * b4[k]
-        acc[k] = (b + w1 * a0[k] + w2 * b1[k] + w4 * a1[k] + w5 * b3[k] + w7 * a2[k]
-                  + w8 * b5[k] + (left if ml[k] != zero else zero))
-    for oy in range(OH):
-        _store_act(dst, oy * OW, acc, oy * 2 * OW, zero, OW, act)
+    R = ml.shape[0] // (2 * OW)
+    for oy0 in range(0, OH, R):
+        k0 = oy0 * 2 * OW
+        _s2_rows(A[k0:], B[k0:], min(R, OH - oy0), OW, ml, acc, wc, b, dst[oy0 * OW:], act)
 
 
 @njit(parallel=True, cache=True)
 def _k_dw3x3_s2_flat(x, w, bias, out, H, W, act, nchunk):
-    """3x3, stride 2, pads top/left 1, dilation 1, even H and W on small planes; x [N*C, H*W] and
-    out [N*C, (H/2)*(W/2)] storage arrays, w [C, 9]. Tasks are chunks of (image, channel)
+    """3x3, stride 2, pads top/left 1, dilation 1, even H and W, planes of one band; x [N*C, H*W]
+    and out [N*C, (H/2)*(W/2)] storage arrays, w [C, 9]. Tasks are chunks of (image, channel)
     planes, each computed by :func:`_dw3_plane_s2`."""
     NC = x.shape[0]
     C = w.shape[0]
@@ -213,18 +247,30 @@ def _k_dw3x3_s2_flat(x, w, bias, out, H, W, act, nchunk):
             _dw3_plane_s2(x[nc], A, B, ml, acc, w[c], bias[c], out[nc], W, act)
 
 
-# Largest input plane (H*W) the flat stride-2 kernel takes; bigger ones use the parity-plane
-# kernel. Measured per MobileNetV2 layer at 1 thread (docs/notes/models.md): the flat stride-2
-# kernel wins 1.9x on 14x14 inputs, 1.4-1.6x on 28x28 and 56x56 and ties (float32) or loses
-# (float16, 0.9x) on 112x112. The flat stride-1 kernel (banded) wins or ties at every size
-# (2.1-2.7x on 7x7/14x14, 1.5x 28x28, 1.2x 56x56, 1.0x / 1.4x float16 on 112x112).
-FLAT_S2_MAX_HW = 64 * 64
+@njit(parallel=True, cache=True)
+def _k_dw3x3_s2_banded(x, w, bias, out, H, W, act, nchunk):
+    """:func:`_k_dw3x3_s2_flat` for planes of more than one band (:func:`_dw3_plane_s2_banded`)."""
+    NC = x.shape[0]
+    C = w.shape[0]
+    for chunk in prange(nchunk):
+        c0 = chunk * NC // nchunk
+        c1 = (chunk + 1) * NC // nchunk
+        A, B, ml, acc = _flat_s2_scratch(H, W)
+        for nc in range(c0, c1):
+            c = nc % C
+            _dw3_plane_s2_banded(x[nc], A, B, ml, acc, w[c], bias[c], out[nc], W, act)
+
+
+# Measured per MobileNetV2 layer at 1 thread (docs/notes/models.md), flat vs padded-plane kernel:
+# stride 1 2.1-2.7x on 7x7/14x14, 1.5x 28x28, 1.15x 56x56, 1.0x (float16 1.4x) 112x112; stride 2
+# 1.9-2.5x on 14x14 inputs, 1.6x 28x28, 1.3x 56x56, 1.15x (float16 1.0x) 112x112 - no crossover,
+# so every 3x3 pads-1 layer the flat kernels can take runs them.
 
 
 def choose_path(in_shape: Sequence[int], out_shape: Sequence[int], args: Sequence[int],
                 pads: Sequence[int]) -> str:
     """Which kernel runs a depthwise convolution: ``"flat_s1"`` (3x3, stride 1, pads 1),
-    ``"flat_s2"`` (3x3, stride 2, pads 1 on small even planes) or ``"plane"`` (any shape, the
+    ``"flat_s2"`` (3x3, stride 2, pads 1 on even planes) or ``"plane"`` (any shape, the
     padded-plane kernels of :mod:`.depthwise`). ``args`` as :class:`.depthwise.Depthwise` keeps
     them (kh, kw, sh, sw, pt, pl, dh, dw, act); ``pads`` (top, bottom, left, right)."""
     _, _, H, W = in_shape
@@ -235,7 +281,7 @@ def choose_path(in_shape: Sequence[int], out_shape: Sequence[int], args: Sequenc
     if (sh, sw) == (1, 1) and pads == (1, 1, 1, 1):
         return "flat_s1"
     if ((sh, sw) == (2, 2) and pads[0] == pads[2] == 1 and H % 2 == 0 and W % 2 == 0
-            and (OH, OW) == (H // 2, W // 2) and H * W <= FLAT_S2_MAX_HW):
+            and (OH, OW) == (H // 2, W // 2)):
         return "flat_s2"
     return "plane"
 
@@ -246,11 +292,17 @@ def s1_banded(H: int, W: int) -> bool:
     return H * W > _BAND and H > 1
 
 
+def s2_banded(H: int, W: int) -> bool:
+    """Whether a stride-2 H x W plane runs band by band (:func:`_dw3_plane_s2_banded`): more
+    than one band of output rows (matches :func:`_s2_band_rows`)."""
+    return H // 2 > max(1, _BAND // W)
+
+
 def flat_kernel(path: str, H: int, W: int) -> Callable:
     """The parallel kernel ``k(x2, w, bias, out2, H, W, act, nchunk)`` of a flat ``path``
     (``x2``/``out2``: [N*C, plane] storage arrays)."""
     if path == "flat_s2":
-        return _k_dw3x3_s2_flat
+        return _k_dw3x3_s2_banded if s2_banded(H, W) else _k_dw3x3_s2_flat
     if path == "flat_s1":
         return _k_dw3x3_s1_banded if s1_banded(H, W) else _k_dw3x3_s1_flat
     raise ValueError(f"depthwise: no flat kernel for path {path!r}")
