@@ -23,8 +23,9 @@ from numba import get_num_threads, njit, prange
 
 from .conv_gemm import ConvGemm, _deq_panels, _finish_act, _pack_tail, _tail_block, _tile
 from .depthwise import Depthwise, _dw_geometry, _dw_plane, _dw_plane_s2, _s2_geometry
-from .depthwise_flat import (_dw3_plane_s1, _dw3_plane_s1_banded, _dw3_plane_s2, _flat_s1_scratch,
-                             _flat_s2_scratch, s1_banded)
+from .depthwise_flat import (_dw3_plane_s1, _dw3_plane_s1_banded, _dw3_plane_s2,
+                             _dw3_plane_s2_banded, _flat_s1_scratch, _flat_s2_scratch, s1_banded,
+                             s2_banded)
 from .fp16_kernels import _keep_alive
 from .gemm_tile import MR, NR
 
@@ -33,8 +34,8 @@ __all__ = ["ExpandDepthwise"]
 #: the depthwise bodies (:attr:`.depthwise.Depthwise.path`): the flat kernels of
 #: :mod:`.depthwise_flat` (stride 1, one band or banded; stride 2) and the padded-plane ones of
 #: :mod:`.depthwise` (3x3 stride-2 parity planes; any other shape)
-_PLANE, _PARITY_S2, _FLAT_S1, _FLAT_S1_BANDED, _FLAT_S2 = 0, 1, 2, 3, 4
-_PATHS = ("plane", "parity_s2", "flat_s1", "flat_s1_banded", "flat_s2")
+_PLANE, _PARITY_S2, _FLAT_S1, _FLAT_S1_BANDED, _FLAT_S2, _FLAT_S2_BANDED = 0, 1, 2, 3, 4, 5
+_PATHS = ("plane", "parity_s2", "flat_s1", "flat_s1_banded", "flat_s2", "flat_s2_banded")
 
 
 @njit(inline="always")
@@ -102,7 +103,7 @@ def _k_expand_dw(x, w, kind, codes8, codes4, scale, offset, bs, bias, act1,
         # the depthwise scratch of the chosen body (four float32 vectors)
         if path == _FLAT_S1 or path == _FLAT_S1_BANDED:
             s0, s1, s2, s3 = _flat_s1_scratch(H, W)
-        elif path == _FLAT_S2:
+        elif path == _FLAT_S2 or path == _FLAT_S2_BANDED:
             s0, s1, s2, s3 = _flat_s2_scratch(H, W)
         elif path == _PARITY_S2:
             s0, s1 = np.zeros(4 * PS, np.float32), np.empty(n_flat2, np.float32)
@@ -121,6 +122,9 @@ def _k_expand_dw(x, w, kind, codes8, codes4, scale, offset, bs, bias, act1,
                                          W, act2)
                 elif path == _FLAT_S2:
                     _dw3_plane_s2(mid2[r], s0, s1, s2, s3, dw_w[c], dw_b[c], out2[n * O + c], W, act2)
+                elif path == _FLAT_S2_BANDED:
+                    _dw3_plane_s2_banded(mid2[r], s0, s1, s2, s3, dw_w[c], dw_b[c], out2[n * O + c],
+                                         W, act2)
                 elif path == _PARITY_S2:
                     _dw_plane_s2(mid[r], s0, s1, dw_w[c], dw_b[c], out[n, c], pt, pl, act2,
                                  WH, PS, n_flat2)
@@ -149,7 +153,7 @@ class ExpandDepthwise:
         if dw.path == "flat_s1":
             self.path = _FLAT_S1_BANDED if s1_banded(H, W) else _FLAT_S1
         elif dw.path == "flat_s2":
-            self.path = _FLAT_S2
+            self.path = _FLAT_S2_BANDED if s2_banded(H, W) else _FLAT_S2
         elif (kh, kw, sh, sw, dh, dwl) == (3, 3, 2, 2, 1, 1):
             self.path = _PARITY_S2
         else:
