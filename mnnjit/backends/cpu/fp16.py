@@ -16,12 +16,10 @@ This module imports numba: import it lazily (never from ``import mnnjit``).
 """
 from __future__ import annotations
 
-import os
+from .omp_env import configure_openmp_waiting  # noqa: E402
 
-# Numba's OpenMP workers spin after a parallel region and starve OpenBLAS's threads (and the
-# reverse): a numpy matmul followed by a small prange kernel took 8 ms instead of 0.2 ms here.
-# Passive waiting must be chosen before libgomp starts (the first parallel kernel launch).
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+# before libgomp starts (the first parallel kernel launch): see omp_env
+configure_openmp_waiting()
 
 import numpy as np  # noqa: E402
 from llvmlite import ir  # noqa: E402

@@ -23,6 +23,7 @@ from typing import Callable
 
 from ...compiler import config
 from .codegen import CODEGEN_VERSION
+from .omp_env import configure_openmp_waiting
 
 _lock = threading.RLock()
 _memory: dict[str, Callable] = {}
@@ -35,8 +36,7 @@ def numba_module():
     """Import numba (once) and apply the thread settings."""
     global _numba
     if _numba is None:
-        # Idle OpenMP workers must sleep, not spin: spinning starves OpenBLAS and other processes.
-        os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+        configure_openmp_waiting()
         import numba
         _numba = numba
         n = _pending_threads or config.env_threads()

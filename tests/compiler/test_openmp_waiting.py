@@ -1,0 +1,41 @@
+"""The OpenMP waiting policy mnnjit sets before libgomp starts (backends/cpu/omp_env.py)."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+from mnnjit.backends.cpu import omp_env
+
+
+def test_bounded_spin_when_the_user_chose_nothing(monkeypatch):
+    monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
+    monkeypatch.delenv("GOMP_SPINCOUNT", raising=False)
+    omp_env.configure_openmp_waiting()
+    assert os.environ["OMP_WAIT_POLICY"] == "PASSIVE"
+    assert os.environ["GOMP_SPINCOUNT"] == str(omp_env.SPIN_COUNT)
+
+
+def test_a_users_policy_is_left_alone(monkeypatch):
+    for var, val in (("OMP_WAIT_POLICY", "ACTIVE"), ("GOMP_SPINCOUNT", "0")):
+        monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
+        monkeypatch.delenv("GOMP_SPINCOUNT", raising=False)
+        monkeypatch.setenv(var, val)
+        omp_env.configure_openmp_waiting()
+        assert os.environ[var] == val
+        other = "GOMP_SPINCOUNT" if var == "OMP_WAIT_POLICY" else "OMP_WAIT_POLICY"
+        assert other not in os.environ
+
+
+def test_set_before_the_first_parallel_kernel():
+    """A fresh process that runs a compiled kernel has the policy in its environment by then."""
+    code = ("import os, numpy as np, mnnjit.numpy as mnp\n"
+            "os.environ.pop('OMP_WAIT_POLICY', None); os.environ.pop('GOMP_SPINCOUNT', None)\n"
+            "from mnnjit.backends.cpu import jit\n"
+            "jit.numba_module()\n"
+            "print(os.environ.get('OMP_WAIT_POLICY'), os.environ.get('GOMP_SPINCOUNT'))\n")
+    env = {k: v for k, v in os.environ.items() if k not in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                         timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["PASSIVE", str(omp_env.SPIN_COUNT)]
