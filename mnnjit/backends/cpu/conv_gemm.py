@@ -197,6 +197,21 @@ def _deq_panels(kind, codes8, codes4, scale, offset, bs, g, og, q0, q1, K, dst):
 
 
 @njit(inline="always")
+def _strided_copy(dst, src, n, step):
+    """dst[j] = src[j * step] for j < n (slices indexed from 0: no negative-index checks, so the
+    copies vectorise; the common steps written out)."""
+    if step == 1:
+        for j in range(n):
+            dst[j] = src[j]
+    elif step == 2:
+        for j in range(n):
+            dst[j] = src[2 * j]
+    else:
+        for j in range(n):
+            dst[j] = src[j * step]
+
+
+@njit(inline="always")
 def _im2col(x, n, c0, C, H, W, kh, kw, sh, sw, pt, pl, dh, dw, OW, p0, pc, col):
     """col[k, j] = input value of column p0 + j for row k = (c, ky, kx) (zero in the padding)."""
     for c in range(C):
@@ -228,18 +243,7 @@ def _im2col(x, n, c0, C, H, W, kh, kw, sh, sw, pt, pl, dh, dw, OW, p0, pc, col):
                         for q in range(hi, seg):
                             store(dst, q, np.float32(0.0))
                         start = (ox + lo) * sw + xoff
-                        # slices indexed from 0 (no negative-index checks: the copies vectorise)
-                        src = row[start:]
-                        d2 = dst[lo:hi]
-                        if sw == 1:
-                            for q in range(hi - lo):
-                                d2[q] = src[q]
-                        elif sw == 2:
-                            for q in range(hi - lo):
-                                d2[q] = src[2 * q]
-                        else:
-                            for q in range(hi - lo):
-                                d2[q] = src[q * sw]
+                        _strided_copy(dst[lo:hi], row[start:], hi - lo, sw)
                     j += seg
                     ox = 0
                     oy += 1
@@ -274,17 +278,7 @@ def _phases(x, n, c0, C, H, W, sh, sw, pt, pl, r0, nrow, WQ, ph):
                     dst[j] = 0
                 for j in range(hi, WQ_):
                     dst[j] = 0
-                src = xr[iy * W + lo * sw + a:]
-                d2 = dst[lo:hi]
-                if sw == 1:
-                    for j in range(hi - lo):
-                        d2[j] = src[j]
-                elif sw == 2:
-                    for j in range(hi - lo):
-                        d2[j] = src[2 * j]
-                else:
-                    for j in range(hi - lo):
-                        d2[j] = src[j * sw]
+                _strided_copy(dst[lo:hi], xr[iy * W + lo * sw + a:], hi - lo, sw)
 
 
 @njit(inline="always")

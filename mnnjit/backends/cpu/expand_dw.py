@@ -8,9 +8,10 @@ stays in L2, and runs the depthwise convolution of those channels straight from 
 launch for both steps; the expanded tensor never exists.
 
 Tasks are (image, chunk of panels). Storage (float32 or float16 bits) and quantized weights are
-handled as in :mod:`.conv_gemm`; the depthwise part runs the per-plane body the standalone
-:class:`.depthwise.Depthwise` would (flat kernels of :mod:`.depthwise_flat` or the padded-plane
-ones of :mod:`.depthwise`).
+handled as in :mod:`.conv_gemm`; the depthwise part is one of the flat per-plane bodies of
+:mod:`.depthwise_flat` (3x3, pads 1, stride 1 or 2: the depthwise layers of MobileNets), the
+banded form for every plane size, so the kernel inlines two bodies only (with all six depthwise
+bodies it took 1-2 minutes to compile).
 
 This module imports numba: import it lazily.
 """
@@ -22,20 +23,17 @@ import numpy as np
 from numba import get_num_threads, njit, prange
 
 from .conv_gemm import ConvGemm, _deq_panels, _finish_act, _pack_tail, _tail_block, _tile
-from .depthwise import Depthwise, _dw_geometry, _dw_plane, _dw_plane_s2, _s2_geometry
-from .depthwise_flat import (_dw3_plane_s1, _dw3_plane_s1_banded, _dw3_plane_s2,
-                             _dw3_plane_s2_banded, _flat_s1_scratch, _flat_s2_scratch, s1_banded,
-                             s2_banded)
+from .depthwise import Depthwise
+from .depthwise_flat import (_dw3_plane_s1_banded, _dw3_plane_s2_banded, _flat_s1_scratch,
+                             _flat_s2_scratch)
 from .fp16_kernels import _keep_alive
 from .gemm_tile import MR, NR
 
 __all__ = ["ExpandDepthwise"]
 
-#: the depthwise bodies (:attr:`.depthwise.Depthwise.path`): the flat kernels of
-#: :mod:`.depthwise_flat` (stride 1, one band or banded; stride 2) and the padded-plane ones of
-#: :mod:`.depthwise` (3x3 stride-2 parity planes; any other shape)
-_PLANE, _PARITY_S2, _FLAT_S1, _FLAT_S1_BANDED, _FLAT_S2, _FLAT_S2_BANDED = 0, 1, 2, 3, 4, 5
-_PATHS = ("plane", "parity_s2", "flat_s1", "flat_s1_banded", "flat_s2", "flat_s2_banded")
+#: the depthwise layers this kernel takes (:attr:`.depthwise.Depthwise.path`): 3x3, pads 1, the
+#: flat bodies of :mod:`.depthwise_flat`; other depthwise shapes run as two steps
+FUSABLE_PATHS = ("flat_s1", "flat_s2")
 
 
 @njit(inline="always")
@@ -65,12 +63,12 @@ def _expand_panel(x, n, wp, q, q0, K, P, bias, reg_act, act, mid, btile, ctile, 
         _finish_act(flat, MR * P, act)
 
 
-@njit(parallel=True, cache=True)
-def _k_expand_dw(x, w, kind, codes8, codes4, scale, offset, bs, bias, act1,
-                 dw_w, dw_b, out, kh, kw, sh, sw, pt, pl, dh, dw, act2, path, nchunk):
-    """out = depthwise(act1(1x1 conv(x))) for x [N, K, H, W] and out [N, O, OH, OW] storage
-    arrays; the 1x1 weights as in :func:`.conv_gemm._k_conv_gemm` (bias padded to whole panels),
-    ``dw_w`` [O, kh*kw] float32. ``path``: the depthwise per-plane body (see :data:`_PATHS`)."""
+@njit(cache=True)
+def _xdw_task(x, w, kind, codes8, codes4, scale, offset, bs, bias, act1,
+              dw_w, dw_b, out, act2, s2, nchunk, task):
+    """One task of :func:`_k_expand_dw` (image ``task // nchunk``, its chunk of panels), serial.
+    A function of its own, not inlined into the parallel loop (Numba's parallel lowering of the
+    whole body is slow to compile)."""
     N, K, H, W = x.shape
     O, OH, OW = out.shape[1], out.shape[2], out.shape[3]
     P = H * W
@@ -78,61 +76,55 @@ def _k_expand_dw(x, w, kind, codes8, codes4, scale, offset, bs, bias, act1,
     reg_act = act1 if act1 <= 2 else 0
     nfull = P // NR
     tail = P - nfull * NR
-    HP, WP, n_flat = _dw_geometry(H, W, OH, OW, kh, kw, sh, sw, pt, pl, dh, dw)
-    WH, PS, n_flat2 = _s2_geometry(H, W, OH, OW, pt, pl)
     xflat = x.reshape(N, K, P)
     out2 = out.reshape(N * O, OH * OW)
-    for task in prange(N * nchunk):
-        n = task // nchunk
-        ch = task % nchunk
-        q0 = ch * npanel // nchunk
-        q1 = (ch + 1) * npanel // nchunk
-        if q1 <= q0:
-            continue
-        if kind == 0:
-            wp = w[q0 * K * MR:q1 * K * MR]
-        else:
-            wp = np.empty((q1 - q0) * K * MR, w.dtype)
-            _deq_panels(kind, codes8, codes4, scale, offset, bs, 0, O, q0, q1, K, wp)
-        mid2 = np.empty((MR, P), x.dtype)
-        mid = mid2.reshape((MR, H, W))
-        ctile = np.empty(MR * NR, x.dtype)
-        btile = np.empty((K, NR), x.dtype)
-        if tail:
-            _pack_tail(btile, xflat[n], nfull * NR, K, tail)
-        # the depthwise scratch of the chosen body (four float32 vectors)
-        if path == _FLAT_S1 or path == _FLAT_S1_BANDED:
-            s0, s1, s2, s3 = _flat_s1_scratch(H, W)
-        elif path == _FLAT_S2 or path == _FLAT_S2_BANDED:
-            s0, s1, s2, s3 = _flat_s2_scratch(H, W)
-        elif path == _PARITY_S2:
-            s0, s1 = np.zeros(4 * PS, np.float32), np.empty(n_flat2, np.float32)
-            s2, s3 = s1[:0], s1[:0]
-        else:
-            s0, s1 = np.zeros((HP + 1) * WP, np.float32), np.empty(max(n_flat, 1), np.float32)
-            s2, s3 = s1[:0], s1[:0]
-        for q in range(q0, q1):
-            _expand_panel(x, n, wp, q, q0, K, P, bias, reg_act, act1, mid, btile, ctile, tail)
-            for r in range(min(MR, O - q * MR)):
-                c = q * MR + r
-                if path == _FLAT_S1:
-                    _dw3_plane_s1(mid2[r], s0, s1, s2, s3, dw_w[c], dw_b[c], out2[n * O + c], W, act2)
-                elif path == _FLAT_S1_BANDED:
-                    _dw3_plane_s1_banded(mid2[r], s0, s1, s2, s3, dw_w[c], dw_b[c], out2[n * O + c],
-                                         W, act2)
-                elif path == _FLAT_S2:
-                    _dw3_plane_s2(mid2[r], s0, s1, s2, s3, dw_w[c], dw_b[c], out2[n * O + c], W, act2)
-                elif path == _FLAT_S2_BANDED:
-                    _dw3_plane_s2_banded(mid2[r], s0, s1, s2, s3, dw_w[c], dw_b[c], out2[n * O + c],
-                                         W, act2)
-                elif path == _PARITY_S2:
-                    _dw_plane_s2(mid[r], s0, s1, dw_w[c], dw_b[c], out[n, c], pt, pl, act2,
-                                 WH, PS, n_flat2)
-                else:
-                    _dw_plane(mid[r], s0, s1, dw_w[c], dw_b[c], out[n, c], kh, kw, sh, sw,
-                              pt, pl, dh, dw, act2, HP, WP, n_flat)
-        _keep_alive(mid2, ctile)
-        _keep_alive(btile, wp)
+    n = task // nchunk
+    ch = task % nchunk
+    q0 = ch * npanel // nchunk
+    q1 = (ch + 1) * npanel // nchunk
+    if q1 <= q0:
+        return
+    if kind == 0:
+        wp = w[q0 * K * MR:q1 * K * MR]
+    else:
+        wp = np.empty((q1 - q0) * K * MR, w.dtype)
+        _deq_panels(kind, codes8, codes4, scale, offset, bs, 0, O, q0, q1, K, wp)
+    mid = np.empty((MR, P), x.dtype)
+    ctile = np.empty(MR * NR, x.dtype)
+    btile = np.empty((K, NR), x.dtype)
+    if tail:
+        _pack_tail(btile, xflat[n], nfull * NR, K, tail)
+    # the depthwise scratch of the flat body (four float32 vectors)
+    if s2:
+        s0, s1, s2v, s3 = _flat_s2_scratch(H, W)
+    else:
+        s0, s1, s2v, s3 = _flat_s1_scratch(H, W)
+    for q in range(q0, q1):
+        _expand_panel(x, n, wp, q, q0, K, P, bias, reg_act, act1, mid, btile, ctile, tail)
+        for r in range(min(MR, O - q * MR)):
+            c = q * MR + r
+            # the banded bodies also take one-band planes (one pass of their band loop): one
+            # body per stride keeps this kernel's compile time down
+            if s2:
+                _dw3_plane_s2_banded(mid[r], s0, s1, s2v, s3, dw_w[c], dw_b[c], out2[n * O + c],
+                                     W, act2)
+            else:
+                _dw3_plane_s1_banded(mid[r], s0, s1, s2v, s3, dw_w[c], dw_b[c], out2[n * O + c],
+                                     W, act2)
+    _keep_alive(mid, ctile)
+    _keep_alive(btile, wp)
+
+
+@njit(parallel=True, cache=True)
+def _k_expand_dw(x, w, kind, codes8, codes4, scale, offset, bs, bias, act1,
+                 dw_w, dw_b, out, act2, s2, nchunk):
+    """out = depthwise(act1(1x1 conv(x))) for x [N, K, H, W] and out [N, O, OH, OW] storage
+    arrays; the 1x1 weights as in :func:`.conv_gemm._k_conv_gemm` (bias padded to whole panels),
+    ``dw_w`` [O, 9] float32; the depthwise convolution is 3x3, pads 1, stride 2 if ``s2`` else 1.
+    Tasks: (image, chunk of panels), each :func:`_xdw_task`."""
+    for task in prange(x.shape[0] * nchunk):
+        _xdw_task(x, w, kind, codes8, codes4, scale, offset, bs, bias, act1, dw_w, dw_b, out,
+                  act2, s2, nchunk, task)
 
 
 class ExpandDepthwise:
@@ -148,16 +140,10 @@ class ExpandDepthwise:
                              f"the 1x1 output {list(expand.out_shape)}")
         self.expand, self.dw = expand, dw
         self.in_shape, self.out_shape = expand.in_shape, dw.out_shape
-        kh, kw, sh, sw, pt, pl, dh, dwl, _ = dw.args
-        H, W = dw.in_shape[2:]
-        if dw.path == "flat_s1":
-            self.path = _FLAT_S1_BANDED if s1_banded(H, W) else _FLAT_S1
-        elif dw.path == "flat_s2":
-            self.path = _FLAT_S2_BANDED if s2_banded(H, W) else _FLAT_S2
-        elif (kh, kw, sh, sw, dh, dwl) == (3, 3, 2, 2, 1, 1):
-            self.path = _PARITY_S2
-        else:
-            self.path = _PLANE
+        if dw.path not in FUSABLE_PATHS:
+            raise ValueError(f"expand+depthwise: the depthwise layer must be 3x3 with pads 1 (a flat "
+                             f"kernel), got path {dw.path!r}")
+        self.s2 = dw.path == "flat_s2"
         npanel = expand.w.npanel
         threads = threads or get_num_threads()
         self.nchunk = max(1, min(npanel, 2 * threads if threads > 1 else 1))
@@ -166,6 +152,6 @@ class ExpandDepthwise:
         """Compute into ``out`` (storage array, same storage as ``x``)."""
         e, wt = self.expand, self.expand.w
         _k_expand_dw(x, wt.panels, wt.kind, wt.codes8, wt.codes4, wt.scale, wt.offset, wt.block,
-                     e.bias, e.act, self.dw.w, self.dw.bias, out, *self.dw.args[:8],
-                     self.dw.args[8], self.path, self.nchunk)
+                     e.bias, e.act, self.dw.w, self.dw.bias, out, self.dw.args[8], self.s2,
+                     self.nchunk)
         return out

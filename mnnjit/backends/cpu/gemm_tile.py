@@ -89,20 +89,28 @@ def _store_vec(builder: ir.IRBuilder, v: ir.Value, ptr: ir.Value, half: bool) ->
         builder.store(v, builder.bitcast(ptr, _V8.as_pointer()), align=4)
 
 
+#: the kernels' signature: (a, b, ldb, c, ldc, k, bias, act), addresses and ints as int64
+_SIG = types.void(*([types.int64] * 8))
+
+
+def _arguments(builder: ir.IRBuilder, args, elem_bc: ir.Type) -> tuple:
+    """A kernel call's arguments with the addresses as typed pointers (A and bias float32, B and C
+    the storage type ``elem_bc``)."""
+    a_i, b_i, ldb_v, c_i, ldc_v, k_v, bias_i, act_v = args
+    return (builder.inttoptr(a_i, _F32.as_pointer()), builder.inttoptr(b_i, elem_bc.as_pointer()),
+            ldb_v, builder.inttoptr(c_i, elem_bc.as_pointer()), ldc_v, k_v,
+            builder.inttoptr(bias_i, _F32.as_pointer()), act_v)
+
+
 def _make_tile(bc_half: bool, nr: int = 16):
     nv = nr // 8  # vectors per row
     elem_bc = _F16 if bc_half else _F32
 
     def typer(typingctx, a, b, ldb, c, ldc, k, bias, act):
-        sig = types.void(types.int64, types.int64, types.int64, types.int64, types.int64,
-                         types.int64, types.int64, types.int64)
+        sig = _SIG
 
         def codegen(context, builder, signature, args):
-            a_i, b_i, ldb_v, c_i, ldc_v, k_v, bias_i, act_v = args
-            a_p = builder.inttoptr(a_i, _F32.as_pointer())
-            b_p = builder.inttoptr(b_i, elem_bc.as_pointer())
-            c_p = builder.inttoptr(c_i, elem_bc.as_pointer())
-            bias_p = builder.inttoptr(bias_i, _F32.as_pointer())
+            a_p, b_p, ldb_v, c_p, ldc_v, k_v, bias_p, act_v = _arguments(builder, args, elem_bc)
             fma = _vec_intrinsic(builder.module, "fma", 3)
             vmax = _vec_intrinsic(builder.module, "maxnum", 2)
             vmin = _vec_intrinsic(builder.module, "minnum", 2)
@@ -209,15 +217,10 @@ def _make_col(bc_half: bool):
     elem_bc = _F16 if bc_half else _F32
 
     def typer(typingctx, a, b, ldb, c, ldc, k, bias, act):
-        sig = types.void(types.int64, types.int64, types.int64, types.int64, types.int64,
-                         types.int64, types.int64, types.int64)
+        sig = _SIG
 
         def codegen(context, builder, signature, args):
-            a_i, b_i, ldb_v, c_i, ldc_v, k_v, bias_i, act_v = args
-            a_p = builder.inttoptr(a_i, _F32.as_pointer())
-            b_p = builder.inttoptr(b_i, elem_bc.as_pointer())
-            c_p = builder.inttoptr(c_i, elem_bc.as_pointer())
-            bias_p = builder.inttoptr(bias_i, _F32.as_pointer())
+            a_p, b_p, ldb_v, c_p, ldc_v, k_v, bias_p, act_v = _arguments(builder, args, elem_bc)
             f4, f2 = _fma_decl(builder.module, _V4), _fma_decl(builder.module, _V2)
             z4, z2 = ir.Constant(_V4, [0.0] * 4), ir.Constant(_V2, [0.0] * 2)
             fn = builder.function

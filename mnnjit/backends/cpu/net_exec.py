@@ -34,7 +34,7 @@ from . import fp16_kernels as K
 from ._blas import single_threaded_blas
 from .conv_gemm import ConvGemm, PackedWeights, pack_grouped
 from .depthwise import Depthwise
-from .expand_dw import ExpandDepthwise
+from .expand_dw import FUSABLE_PATHS, ExpandDepthwise
 from .fp16 import to_f16, to_f32
 from .pool import max_pool2d
 
@@ -146,7 +146,8 @@ class NetPlan:
                           g, act, self.threads)
             cons = consumers.get(id(n), [])
             dw = self._depthwise(cons[0]) if len(cons) == 1 and id(n) not in outputs else None
-            if op.direct and g == 1 and not op.narrow and dw is not None:
+            if op.direct and g == 1 and not op.narrow and dw is not None and \
+                    dw.path in FUSABLE_PATHS:
                 # the depthwise convolution this 1x1 alone feeds runs in the same kernel
                 self.weights.append(dw.w)
                 folded[id(cons[0])] = slot[id(n)]
