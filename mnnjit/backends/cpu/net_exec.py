@@ -145,9 +145,11 @@ class NetPlan:
             op = ConvGemm(pw, bias, in_shape, (kh, kw), a["stride"], a["pads"], a["dilation"],
                           g, act, self.threads)
             cons = consumers.get(id(n), [])
-            dw = self._depthwise(cons[0]) if len(cons) == 1 and id(n) not in outputs else None
-            if op.direct and g == 1 and not op.narrow and dw is not None and \
-                    dw.path in FUSABLE_PATHS:
+            # (the consumer is prepared only for a 1x1 that could feed the fused kernel)
+            fusable = op.direct and g == 1 and not op.narrow and len(cons) == 1 and \
+                id(n) not in outputs
+            dw = self._depthwise(cons[0]) if fusable else None
+            if dw is not None and dw.path in FUSABLE_PATHS:
                 # the depthwise convolution this 1x1 alone feeds runs in the same kernel
                 self.weights.append(dw.w)
                 folded[id(cons[0])] = slot[id(n)]
