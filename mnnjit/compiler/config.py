@@ -9,6 +9,9 @@
 * ``MNNJIT_SERIAL_THRESHOLD`` element count from which fused chains (two or more elementwise ops) below
                          the compile threshold run as serial compiled kernels (default
                          :data:`DEFAULT_SERIAL_THRESHOLD`; ``off``: never)
+* ``MNNJIT_PLAN_KERNEL_CALLS`` forwards after which a tiny model's plan (an MLP) runs as one compiled
+                         kernel instead of numpy calls (default :data:`DEFAULT_PLAN_KERNEL_CALLS`;
+                         ``0``: from the first forward; ``off``: never)
 * ``MNNJIT_DEBUG=1``     print each new plan (fusion groups, kernels compiled, cache hits) to stderr
 """
 from __future__ import annotations
@@ -24,6 +27,10 @@ DEFAULT_THRESHOLD = 524288
 #: Measured (benchmarks/compiler_threshold.py, docs/notes/compiler.md): from this many elements a fused
 #: chain run as one serial kernel (no thread team to wake) beats numpy running its ops one by one.
 DEFAULT_SERIAL_THRESHOLD = 65536
+
+#: A serving loop pays the plan kernel's compile (~0.3 s from a warm cache) once it is this hot; a
+#: script running a model a few times never does.
+DEFAULT_PLAN_KERNEL_CALLS = 32
 
 _threshold: int | None = None
 _serial: int | None = None
@@ -107,6 +114,19 @@ def set_threshold(n: int | None) -> int:
     from . import executor
     executor.clear_plan_cache()
     return prev
+
+
+def plan_kernel_calls() -> int | None:
+    """Forwards before a tiny plan is compiled into one kernel (None: never; see the module docstring)."""
+    if not compiling_enabled():
+        return None
+    raw = os.environ.get("MNNJIT_PLAN_KERNEL_CALLS", "").strip().lower()
+    if raw in ("off", "never", "none", "disable", "disabled"):
+        return None
+    try:
+        return max(0, int(float(raw))) if raw else DEFAULT_PLAN_KERNEL_CALLS
+    except ValueError:
+        return DEFAULT_PLAN_KERNEL_CALLS
 
 
 def cache_dir() -> Path:

@@ -214,9 +214,41 @@ class ExecutionPlan:
                 vals[out] = v
         if not fixed:  # every step gave its node's dtype and shape: later runs skip the checks
             self._fast = self._generate()
-            # later calls of ``plan.run`` go straight to the generated function (no dispatch)
-            self.run = self._fast  # type: ignore[method-assign]
+            # later calls of ``plan.run`` go straight to the generated function (no dispatch), and
+            # count towards compiling the plan into one kernel first (the setting is read at the
+            # next call: a single forward imports nothing more)
+            self._hot = None
+            self.run = self._warm  # type: ignore[method-assign]
         return [vals[s] for s in self.out_slots]
+
+    def _warm(self, arrays: list[np.ndarray]) -> list[np.ndarray]:
+        """``run`` while the plan is warming up: the generated function, and after
+        ``MNNJIT_PLAN_KERNEL_CALLS`` forwards the switch to one compiled kernel when it takes the plan."""
+        if self._hot is None:
+            self._hot = _plan_kernel_calls()
+            if self._hot is None:  # never: straight to the generated function from now on
+                self.run = self._fast  # type: ignore[method-assign]
+                return self._fast(arrays)
+        self._hot -= 1
+        if self._hot < 0:
+            self.run = self._fast  # type: ignore[method-assign]
+            compiled = self._compile_kernel(arrays)
+            if compiled is not None:
+                self.run = compiled  # type: ignore[method-assign]
+                return compiled(arrays)
+        return self._fast(arrays)
+
+    def _compile_kernel(self, arrays: list[np.ndarray]):
+        """The plan as one compiled kernel (backends/cpu/plan_kernel), or None."""
+        try:
+            from ..backends.cpu.plan_kernel import compile_plan
+        except ImportError:  # no Numba
+            return None
+        from ..compiler import config
+        run = compile_plan(self.steps, self.init, self.feed_slots, self.out_slots, self.order,
+                           check=self._fast, sample=arrays)
+        config.counters["plan_kernels" if run is not None else "plan_kernel_declined"] += 1
+        return run
 
     def _generate(self):
         """The step list as one generated Python function (see :mod:`.small_plan`)."""
@@ -261,6 +293,18 @@ def _lean(plan: ExecutionPlan) -> bool:
         if work >= thr or (work >= KERNEL_MIN and kernels.lookup(n) is not None):
             return False
     return True
+
+
+def _plan_kernel_calls() -> int | None:
+    """Forwards before a lean plan is compiled into one kernel (None: it never is: compiling is
+    off, or the reference executor was chosen)."""
+    ex = runtime._executor
+    if ex is not None:
+        from ..backends.reference import evaluate as ref_evaluate
+        if ex is ref_evaluate:
+            return None
+    from ..compiler import config
+    return config.plan_kernel_calls()
 
 
 def load_program(path: Any, input_names: Sequence[str] = (), output_names: Sequence[str] = (),

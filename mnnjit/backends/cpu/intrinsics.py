@@ -94,3 +94,13 @@ def fast_expf(x):
     s2 = bitcast_i32_f32(np.int32((n2 + 127) << 23))
     res = y * s1 * s2
     return xf if xf != xf else res
+
+
+@njit(fastmath=True, cache=True, nogil=True, boundscheck=False)
+def dot_f32(a, b):
+    """The float32 dot product of two 1-D arrays of one length, summed in any order (LLVM
+    vectorises it; kept out of line so that the caller's own arithmetic stays strict)."""
+    acc = np.float32(0)
+    for k in range(a.shape[0]):
+        acc += a[k] * b[k]
+    return acc
