@@ -69,8 +69,9 @@ for name, (mnn_path, onnx_path, shape) in spec["models"].items():
         fns["ORT"] = lambda: sess.run(None, {iname: x})
     a = np.asarray(fns["mnnjit"]()); b = np.asarray(fns["MNN"]())
     err = float(np.abs(a.reshape(b.shape) - b).max())
-    for f in fns.values():  # warm up
-        f(); f()
+    for f in fns.values():  # warm up (the MLP: enough forwards for mnnjit to compile its plan)
+        for _ in range(200 if name == "mlp" else 2):
+            f()
     times = {k: [] for k in fns}
     # the MLP: each sample times a batch of forwards (per-forward time = batch / size, caches warm
     # as in a serving loop); single alternating calls are reported too (cold caches: every call
@@ -145,15 +146,18 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=30)
     ap.add_argument("--threads", type=int, nargs="+", default=[1, 2])
     ap.add_argument("--quick", action="store_true", help="MLP and MobileNetV2 only, 10 runs")
+    ap.add_argument("--models", nargs="+", help="only these (mlp, mobilenetv2, resnet18)")
     ap.add_argument("--workdir", default=os.path.join(tempfile.gettempdir(), "mnnjit_bench_models"))
     args = ap.parse_args()
     os.makedirs(args.workdir, exist_ok=True)
     runs = 10 if args.quick else args.runs
     models = {"mlp": (os.path.join(MODELS, "mlp.mnn"), os.path.join(MODELS, "mlp.onnx"), [1, 64]),
               "mobilenetv2": (os.path.join(MODELS, "mobilenetv2.mnn"), _mobilenet_onnx(args.workdir), [1, 3, 224, 224])}
-    if not args.quick:
+    if not args.quick and (not args.models or "resnet18" in args.models):
         onnx_path, mnn_path = _make_resnet18(args.workdir)
         models["resnet18"] = (mnn_path, onnx_path, [1, 3, 224, 224])
+    if args.models:
+        models = {k: v for k, v in models.items() if k in args.models}
     report = {}
     for t in args.threads:
         res = run_threads(t, runs, models)
@@ -167,7 +171,7 @@ def main() -> None:
                 sc = r["single_call"]
                 cells = "  ".join(f"{k} {sc[k] * scale:8.2f} {unit}" for k in ("mnnjit", "MNN", "ORT") if k in sc)
                 print(f"threads={t} {name + ' 1-call':12s} {cells}   mnnjit/MNN {sc['mnnjit'] / sc['MNN']:6.2f}x")
-    for name in ("mlp", "mobilenetv2"):
+    for name in [m for m in ("mlp", "mobilenetv2") if m in models]:
         p, _, shape = models[name]
         print(f"first forward in a new process ({name}, warm caches): {first_forward(p, shape) * 1e3:.0f} ms")
     print(json.dumps(report))

@@ -107,6 +107,10 @@ class Var:
 
     def read_view(self) -> np.ndarray:
         """The value as a read-only numpy array in the logical layout (no copy)."""
+        node = self._node
+        v = node._value
+        if v is not None and not node.live:  # a computed constant (a model's output): no staleness
+            return v
         return self._value()
 
     def _packed(self) -> np.ndarray:
