@@ -141,6 +141,32 @@ def test_mobilenet_shapes_exact_tiles_and_tails():
         assert np.abs(got - ref).max() <= 1e-4 * max(1.0, float(np.abs(ref).max()))
 
 
+@pytest.mark.parametrize("c,o,h,w", [(960, 96, 7, 7), (256, 520, 5, 9), (320, 410, 4, 8)])
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("half", [False, True])
+def test_packed_column_blocks_of_wide_1x1_convolutions(c, o, h, w, threads, half):
+    """1x1 convolutions with many input channels and panels copy each 16-column input block to
+    contiguous rows first (``pack_b``); whole blocks, tails and the residual epilogue still match."""
+    rng = np.random.default_rng(c + o)
+    x = rng.standard_normal((1, c, h, w)).astype(np.float32)
+    wt = (rng.standard_normal((o, c, 1, 1)) / np.sqrt(c)).astype(np.float32)
+    b = rng.standard_normal(o).astype(np.float32)
+    res = rng.standard_normal((1, o, h, w)).astype(np.float32)
+    cv = K.ConvGemm(K.PackedWeights.from_dense(wt.reshape(o, -1)), b, x.shape, (1, 1), act="relu",
+                    threads=threads)
+    assert cv.pack_b
+    xs, rs = (to_f16(x), to_f16(res)) if half else (x, res)
+    for residual in (None, rs):
+        out = np.empty(cv.out_shape, xs.dtype)
+        cv.run(storage_view(xs), storage_view(out), None if residual is None else storage_view(residual))
+        pre = conv_ref(to_f32(xs) if half else x, wt, b, (1, 1), (0, 0, 0, 0), (1, 1), 1)
+        if residual is not None:
+            pre = pre + (to_f32(rs) if half else res)
+        ref = act_ref(pre, "relu")
+        got = to_f32(out) if half else out
+        assert np.abs(got - ref).max() <= (2e-2 if half else 1e-4) * max(1.0, float(np.abs(pre).max()))
+
+
 def test_bad_arguments_raise():
     w = K.PackedWeights.from_dense(np.zeros((4, 27), np.float32))
     with pytest.raises(ValueError, match="weight has 27 columns"):

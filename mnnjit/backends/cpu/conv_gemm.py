@@ -65,6 +65,10 @@ _dispatch(_col, col_f32, col_f16)
 #: about three one-column kernels whatever its real width)
 _COL_MAX = 2
 
+#: 1x1 convolutions copy their input's 16-column blocks to contiguous rows from this many input
+#: channels and this many weight panels per task (see ``ConvGemm.pack_b``)
+PACK_MIN_K, PACK_MIN_PANELS = 256, 8
+
 
 @njit(inline="always")
 def _pack_tail(btile, bsrc, j0, K, t):
@@ -85,6 +89,16 @@ def _pack_tail(btile, bsrc, j0, K, t):
             br[j] = sr[j]
         for j in range(t, NR):
             br[j] = 0
+
+
+@njit(inline="always")
+def _copy_block(dst, bsrc, j0, K):
+    """dst [K, NR] = the 16 columns of ``bsrc`` [K, *] from ``j0``."""
+    for k in range(K):
+        br = dst[k]
+        sr = bsrc[k, j0:j0 + NR]
+        for j in range(NR):
+            br[j] = sr[j]
 
 
 @njit(inline="always")
@@ -316,7 +330,7 @@ def _finish_act(out_row, n, act):
 @njit(parallel=True, cache=True)
 def _k_conv_gemm(x, w, kind, codes8, codes4, scale, offset, bs, bias, out, res, has_res,
                  H, W, kh, kw, sh, sw, pt, pl, dh, dw, OW, group, direct, act,
-                 n_ochunk, n_pchunk, pc_max, o_outer, phased):
+                 n_ochunk, n_pchunk, pc_max, o_outer, phased, pack_b):
     """out[n, g*og + o, p] for every image/group; tasks = (image, group, row chunk, col chunk).
 
     ``x`` [N, C, H*W] and ``out`` [N, O, P] (float32 or uint16 half bits), ``w`` float panels
@@ -348,6 +362,9 @@ def _k_conv_gemm(x, w, kind, codes8, codes4, scale, offset, bs, bias, out, res, 
             continue
         ctile = np.empty(MR * NR, out.dtype)
         btile = np.empty((K, NR), out.dtype)
+        # with ``pack_b``: each whole 16-column block copied to contiguous rows before the panels
+        # use it (a 1x1 convolution's input rows are P apart: two cache lines per k-step)
+        bblk = np.empty((K if pack_b else 1, NR), out.dtype)
         if kind == 0:
             wp = w[(g * npg + q0) * K * MR:(g * npg + q1) * K * MR]
         else:
@@ -390,29 +407,40 @@ def _k_conv_gemm(x, w, kind, codes8, codes4, scale, offset, bs, bias, out, res, 
                 for q in range(q0, q1):
                     for jb in range(nblk):
                         _one_tile(out, wp, q, q0, jb, nfull, tail, bptr, ldb, btile, ctile, bias,
-                                  n, g, og, npg, K, P, O, cb, reg_act, act, res, has_res)
+                                  n, g, og, npg, K, P, O, cb, reg_act, act, res, has_res,
+                                  bblk, False)
             else:
                 for jb in range(nblk):
+                    packed = pack_b and jb < nfull
+                    if packed:
+                        _copy_block(bblk, bsrc, jb * NR, K)
                     for q in range(q0, q1):
                         _one_tile(out, wp, q, q0, jb, nfull, tail, bptr, ldb, btile, ctile, bias,
-                                  n, g, og, npg, K, P, O, cb, reg_act, act, res, has_res)
+                                  n, g, og, npg, K, P, O, cb, reg_act, act, res, has_res,
+                                  bblk, packed)
         _keep_alive(ctile, btile)
+        _keep_alive(bblk, bblk)
         _keep_alive(col, wp)
         _keep_alive(ph, xg)
 
 
 @njit(inline="always")
 def _one_tile(out, wp, q, q0, jb, nfull, tail, bptr, ldb, btile, ctile, bias, n, g, og, npg, K,
-              P, O, cb, reg_act, act, res, has_res):
-    """Column block ``jb`` of panel ``q``: straight into ``out`` when whole, else through the
-    packed tail (``btile``) and a scratch tile (``ctile``). With ``has_res`` the block then gets
-    ``act(block + res)`` while it is in L1 (the micro-kernel applied no activation)."""
+              P, O, cb, reg_act, act, res, has_res, bblk, packed):
+    """Column block ``jb`` of panel ``q``: straight into ``out`` when whole (its B rows from
+    ``bblk`` when ``packed``), else through the packed tail (``btile``) and a scratch tile
+    (``ctile``). With ``has_res`` the block then gets ``act(block + res)`` while it is in L1 (the
+    micro-kernel applied no activation)."""
     o0 = g * og + q * MR
     rows = min(MR, g * og + og - o0)
     ap = wp[(q - q0) * K * MR:(q - q0 + 1) * K * MR]
     biasp = bias.ctypes.data + 4 * (g * npg + q) * MR
     j0 = jb * NR
-    if jb < nfull:
+    if packed:
+        bp = bblk.ctypes.data
+        bl = NR
+        t = NR
+    elif jb < nfull:
         bp = bptr + out.itemsize * j0
         bl = ldb
         t = NR
@@ -579,6 +607,15 @@ class ConvGemm:
         # panel's rows as long sequential streams with panels outside: 3.2-3.3 -> 3.0-3.1 ms there
         if not self.direct and O * P * isz > _L2_BYTES and b_bytes <= _L2_BYTES // 2:
             self.o_outer = True
+        # a 1x1 convolution whose weights outgrow L2 (panels outside so far), with long weight
+        # rows used by many panels: each 16-column block of its input is copied to contiguous
+        # rows once per task and read from there by every panel, columns outside (MobileNetV2's
+        # 7x7 layers, K = 320-960, in forwards: 0.02-0.10 ms less each, 0.28 ms in all; its
+        # 14x14 layers, whose weights fit L2, got 0.01-0.02 ms slower each: not packed)
+        self.pack_b = bool(self.direct and self.o_outer and K >= PACK_MIN_K
+                           and npg // n_o >= PACK_MIN_PANELS)
+        if self.pack_b:
+            self.o_outer = False
         # a 1x1 convolution of a few pixels (a classifier) with 8-bit codes: the codes are read
         # once by the quantized GEMV (no dequantized panels, which would cost more than the GEMV)
         self.narrow = bool(self.direct and weights.kind == 2 and group == 1 and N * P <= 8)
@@ -618,7 +655,7 @@ class ConvGemm:
                      o3 if res is None else res.reshape(o3.shape), res is not None,
                      H, W, kh, kw, sh, sw, pt, pl, dh, dw, self.out_shape[3], self.group,
                      self.direct, self.act, self.n_o, self.n_p, self.pc_max, self.o_outer,
-                     self.phased)
+                     self.phased, self.pack_b)
         return out
 
 
