@@ -169,6 +169,8 @@ class NetPlan:
             if fused is not None:
                 return fused
             return ["add", K._act_code(act), slot[id(ins[0])], slot[id(ins[1])], tuple(n.shape)]
+        if n.op == "matmul_ex":
+            return self._fc(n, slot, consumers, outputs)
         if n.op in _ACTS and ins[0].dtype == np.float32:
             return ["act", K._act_code(n.op), slot[id(ins[0])], tuple(n.shape)]
         if n.op == "pool2d" and len(n.shape) == 4 and n.attrs["kind"] in ("max", "avg"):
@@ -185,6 +187,43 @@ class NetPlan:
             return ["pool", (False, kh, kw, sh, sw, p[0], p[2], p[1], p[3],
                              bool(a.get("count_include_pad", True))), slot[id(x)], tuple(n.shape)]
         return None
+
+    def _fc(self, n: Node, slot, consumers, outputs) -> Optional[list]:
+        """A ``matmul_ex`` with one constant float32 2-D operand and at most
+        :data:`.gemv.MAX_ROWS` rows on the other (a classifier) -> a :class:`.gemv.Gemv` step;
+        its constant leaves the plan's values when only this step reads it."""
+        from .gemv import Gemv, fc_operands, weights_nk
+        ins, a = n.inputs, n.attrs
+        if len(ins) not in (2, 3) or a.get("act", "") not in ("", "relu", "relu6"):
+            return None
+        consts = [i for i in (0, 1) if ins[i].op == "const" and
+                  isinstance(ins[i].value, np.ndarray) and ins[i].value.dtype == np.float32]
+        if len(consts) != 1 or ins[1 - consts[0]].dtype != np.float32:
+            return None
+        c = consts[0]
+        bias = None
+        if len(ins) == 3:
+            if ins[2].op != "const" or not isinstance(ins[2].value, np.ndarray):
+                return None
+            bias = ins[2].value
+            try:
+                if np.broadcast_shapes(tuple(n.shape), bias.shape) != tuple(n.shape):
+                    return None
+            except ValueError:
+                return None
+        x = ins[1 - c]
+        ta, tb = bool(a.get("transpose_a")), bool(a.get("transpose_b"))
+        lay = fc_operands(tuple(ins[0].shape), tuple(ins[1].shape), c, ta, tb)
+        if lay is None or len(n.shape) not in (1, 2):
+            return None
+        w = weights_nk(ins[c].value, c, ta, tb)
+        op = Gemv(w, bias, a.get("act", ""), tuple(x.shape), lay[0], tuple(n.shape), lay[1],
+                  self.threads)
+        self.weights.append(op)
+        wnode = ins[c]
+        if id(wnode) not in outputs and all(u is n for u in consumers.get(id(wnode), [])):
+            self.init[slot[id(wnode)]] = None
+        return ["fc", op, slot[id(x)], tuple(n.shape)]
 
     def _residual_conv(self, n: Node, ins, slot, consumers, outputs, act: str) -> Optional[list]:
         """The add ``n`` as the epilogue of a GEMM or Winograd convolution that only it consumes (a
@@ -270,7 +309,7 @@ class NetPlan:
     def _kernel_fn(self, st: list):
         """``f(*input_storage_arrays, out_storage_array)`` running a kernel step."""
         kind = st[0]
-        if kind in ("conv", "dw", "wino", "xdw"):
+        if kind in ("conv", "dw", "wino", "xdw", "fc"):
             return st[1].run
         if kind == "convres":
             op = st[1]
