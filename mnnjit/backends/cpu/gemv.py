@@ -19,7 +19,7 @@ from typing import Optional, Tuple
 import numpy as np
 from numba import njit, prange
 
-__all__ = ["Gemv", "MAX_ROWS", "fc_operands", "gemv", "weights_nk"]
+__all__ = ["Gemv", "MAX_ROWS", "fc_operands", "gemv", "matmul_gemv", "weights_nk"]
 
 #: the largest number of rows of ``x`` (batch) the GEMV takes; more is a GEMM's job
 MAX_ROWS = 4
@@ -237,3 +237,30 @@ def weights_nk(w: np.ndarray, const: int, transpose_a: bool, transpose_b: bool) 
     if const == 0:
         return w.T if transpose_a else w
     return w if transpose_b else w.T
+
+
+def matmul_gemv(w: np.ndarray, const: int, x_shape: Tuple[int, ...], bias: Optional[np.ndarray],
+                attrs: dict, out_shape: Tuple[int, ...], threads: int = 1) -> Optional[Gemv]:
+    """``matmul_ex`` (attrs ``transpose_a``/``transpose_b``/``act``) whose input ``const`` is the
+    constant float32 matrix ``w`` and whose other input has shape ``x_shape``, with an optional
+    constant ``bias``, as a :class:`Gemv` - or None when the GEMV does not apply (batched or
+    1-D constant, more than :data:`MAX_ROWS` rows, an activation it lacks, a bias that would
+    broadcast the output to a larger shape)."""
+    if const not in (0, 1) or not isinstance(w, np.ndarray) or w.dtype != np.float32:
+        return None
+    act = attrs.get("act", "") or ""
+    if act not in _ACT_CODES or len(out_shape) not in (1, 2):
+        return None
+    ta, tb = bool(attrs.get("transpose_a")), bool(attrs.get("transpose_b"))
+    shapes = (tuple(w.shape), tuple(x_shape)) if const == 0 else (tuple(x_shape), tuple(w.shape))
+    lay = fc_operands(shapes[0], shapes[1], const, ta, tb)
+    if lay is None:
+        return None
+    if bias is not None:
+        try:
+            if np.broadcast_shapes(tuple(out_shape), np.shape(bias)) != tuple(out_shape):
+                return None
+        except ValueError:
+            return None
+    return Gemv(weights_nk(w, const, ta, tb), bias, act, tuple(x_shape), lay[0],
+                tuple(out_shape), lay[1], threads)

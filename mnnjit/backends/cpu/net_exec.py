@@ -191,13 +191,13 @@ class NetPlan:
     def _fc(self, n: Node, slot, consumers, outputs) -> Optional[list]:
         """A ``matmul_ex`` with one constant float32 2-D operand and at most
         :data:`.gemv.MAX_ROWS` rows on the other (a classifier) -> a :class:`.gemv.Gemv` step;
-        its constant leaves the plan's values when only this step reads it."""
-        from .gemv import Gemv, fc_operands, weights_nk
-        ins, a = n.inputs, n.attrs
-        if len(ins) not in (2, 3) or a.get("act", "") not in ("", "relu", "relu6"):
+        its constant leaves the plan's values when only this step reads it. Quantized
+        constants (memory=low) and other matmuls stay reference steps."""
+        from .gemv import matmul_gemv
+        ins = n.inputs
+        if len(ins) not in (2, 3):
             return None
-        consts = [i for i in (0, 1) if ins[i].op == "const" and
-                  isinstance(ins[i].value, np.ndarray) and ins[i].value.dtype == np.float32]
+        consts = [i for i in (0, 1) if ins[i].op == "const" and isinstance(ins[i].value, np.ndarray)]
         if len(consts) != 1 or ins[1 - consts[0]].dtype != np.float32:
             return None
         c = consts[0]
@@ -206,19 +206,11 @@ class NetPlan:
             if ins[2].op != "const" or not isinstance(ins[2].value, np.ndarray):
                 return None
             bias = ins[2].value
-            try:
-                if np.broadcast_shapes(tuple(n.shape), bias.shape) != tuple(n.shape):
-                    return None
-            except ValueError:
-                return None
         x = ins[1 - c]
-        ta, tb = bool(a.get("transpose_a")), bool(a.get("transpose_b"))
-        lay = fc_operands(tuple(ins[0].shape), tuple(ins[1].shape), c, ta, tb)
-        if lay is None or len(n.shape) not in (1, 2):
+        op = matmul_gemv(ins[c].value, c, tuple(x.shape), bias, n.attrs, tuple(n.shape),
+                         self.threads)
+        if op is None:
             return None
-        w = weights_nk(ins[c].value, c, ta, tb)
-        op = Gemv(w, bias, a.get("act", ""), tuple(x.shape), lay[0], tuple(n.shape), lay[1],
-                  self.threads)
         self.weights.append(op)
         wnode = ins[c]
         if id(wnode) not in outputs and all(u is n for u in consumers.get(id(wnode), [])):
