@@ -48,15 +48,16 @@ def _run(a, b, const, bias, attrs, half=False):
     x = b if const == 0 else a
     ref_ops = [a, b] + ([] if bias is None else [bias])
     out_shape = np.asarray(_REF(ref_ops, attrs)).shape
-    op = G.matmul_gemv(a if const == 0 else b, const, x.shape, bias, attrs, out_shape)
+    op = G.matmul_gemv(a if const == 0 else b, const, x.shape, bias, attrs, out_shape,
+                       half_weights=half)
     assert op is not None
     xs = to_f16(x).view(np.uint16) if half else x
     out = np.empty(out_shape, np.uint16 if half else np.float32)
     op.run(xs, out)
     got = to_f32(out.view(np.float16)) if half else out
-    if half:   # the reference on the half-rounded activations
-        xr = to_f32(xs.view(np.float16))
-        ref_ops[1 - const] = xr
+    if half:   # the reference on the half-rounded activations and weights
+        ref_ops[1 - const] = to_f32(xs.view(np.float16))
+        ref_ops[const] = ref_ops[const].astype(np.float16).astype(np.float32)
     ref = np.asarray(_REF(ref_ops, attrs), np.float32)
     mag_ops = [np.abs(v) for v in ref_ops]
     mag = np.asarray(_REF(mag_ops[:2], {**attrs, "act": ""}), np.float64)
@@ -76,7 +77,8 @@ def test_gemv_matches_numpy(case):
 @settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(fc_cases())
 def test_gemv_half_storage(case):
-    """float16 activations in and out (precision=low): float32 sums, one rounding to half."""
+    """precision=low: float16 activations in and out and float16 weights, float32 sums, one
+    rounding of the result to half."""
     got, ref, mag = _run(*case, half=True)
     assert np.all(np.abs(got - ref) <= 1e-3 * np.abs(ref) + 1e-5 * mag + 1e-7)
 
@@ -139,6 +141,7 @@ def test_mobilenetv2_classifier_is_a_gemv_step(shared_dir, config, tol):
     net = m._last_plan
     fc = [st_ for st_ in net.steps if st_[0] == "fc"]
     assert len(fc) == 1 and (fc[0][1].N, fc[0][1].K) == (1000, 1280)
+    assert fc[0][1].w.dtype == (np.uint16 if config.get("precision") == "low" else np.float32)
     assert not any(isinstance(v, np.ndarray) and v.size >= 1000 * 1280 for v in net.init)
     ref = data["out0_logits"].reshape(-1)
     assert np.abs(y.reshape(-1) - ref).max() <= tol * max(1.0, float(np.abs(ref).max()))

@@ -207,8 +207,9 @@ class NetPlan:
                 return None
             bias = ins[2].value
         x = ins[1 - c]
+        # precision=low: float16 weights (the GEMV streams them from memory: half the bytes)
         op = matmul_gemv(ins[c].value, c, tuple(x.shape), bias, n.attrs, tuple(n.shape),
-                         self.threads)
+                         self.threads, half_weights=self.fp16)
         if op is None:
             return None
         self.weights.append(op)
