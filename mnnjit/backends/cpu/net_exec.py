@@ -10,8 +10,10 @@ signature, mode and thread count, and turns every node into a step:
   :class:`.depthwise.Depthwise`, 3x3 stride-1 ones -> Winograd when :mod:`.winograd` says so;
 * ``add`` of two same-shape tensors, with a ``relu``/``relu6`` that only it feeds folded in;
   lone activations; max pooling (:mod:`.pool`), average pooling, global average pooling;
-* anything else (a float classifier's ``matmul_ex`` included: one BLAS GEMV) -> the op's numpy
-  reference on float32 values.
+* a float classifier's ``matmul_ex`` (one constant 2-D operand, 1-4 rows on the other) ->
+  :class:`.gemv.Gemv` (weights re-laid once, row blocks split over the threads, float16 weights
+  under precision=low);
+* anything else -> the op's numpy reference on float32 values.
 
 Buffers: every kernel output is assigned, at build, a buffer from a pool (reused once every value
 living in it, views made by reference steps included, is dead); buffers the outputs may alias
