@@ -115,8 +115,9 @@ def _rows_parallel(w, x, bias, out, sm, sn, act, ntask):
 def gemv(w: np.ndarray, x: np.ndarray, bias: np.ndarray, out: np.ndarray, act: str = "",
          threads: int = 1, out_transposed: bool = False) -> np.ndarray:
     """``out = act(x @ w.T + bias)`` for ``w`` [N, K] (C-contiguous float32, or uint16 half
-    bits), float32 ``x`` [M, K] and ``bias`` [M, N]; ``out`` is a C-contiguous float32 [M, N] array, or [N, M] when
-    ``out_transposed``. Runs on ``threads`` threads when the layer is large enough."""
+    bits), float32 ``x`` [M, K] and ``bias`` [M, N]; ``out`` is a C-contiguous float32 [M, N]
+    array, or [N, M] when ``out_transposed``. Runs on ``threads`` threads when the layer is
+    large enough."""
     if w.ndim != 2 or x.ndim != 2 or x.shape[1] != w.shape[1]:
         raise ValueError(f"gemv: weights {list(w.shape)} and rows {list(x.shape)} do not match")
     N, K = w.shape
