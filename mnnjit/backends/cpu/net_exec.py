@@ -218,6 +218,15 @@ class NetPlan:
         wnode = ins[c]
         if id(wnode) not in outputs and all(u is n for u in consumers.get(id(wnode), [])):
             self.init[slot[id(wnode)]] = None
+        # the GEMV reads its input in flat (row-major) order: reshapes that only feed it are
+        # dropped and it reads their source (a kernel output: a buffer bound once at build)
+        while x.op == "reshape" and id(x) not in outputs and len(consumers.get(id(x), [])) == 1:
+            pos = next((t for t, st in enumerate(self.steps)
+                        if st[0] == "ref" and st[-1] == slot[id(x)]), None)
+            if pos is None:
+                break
+            self.steps.pop(pos)
+            x = x.inputs[0]
         return ["fc", op, slot[id(x)], tuple(n.shape)]
 
     def _residual_conv(self, n: Node, ins, slot, consumers, outputs, act: str) -> Optional[list]:
