@@ -19,20 +19,22 @@ import mnnjit as MNN
 
 
 def _reference_call(net, k: int):
-    """The classifier as the plan's reference step would run it (numpy ``matmul_ex``)."""
+    """The classifier as the plan's reference steps ran it: the flattening reshape the ``fc``
+    step reads through, then numpy's ``matmul_ex``."""
     from mnnjit.backends.cpu.net_exec import _f32
     from mnnjit.ops import registry
-    node = net.order[net.steps[k][-1]]
+    step = net.steps[k]
+    node = net.order[step[-1]]
     ref = registry.get("matmul_ex").ref
-    consts = {id(i): i.value for i in node.inputs if i.op == "const"}
-    slot_of = {id(n): j for j, n in enumerate(net.order)}
-    slots = [slot_of[id(i)] for i in node.inputs]
-    out, shape = net.steps[k][-1], tuple(node.shape)
+    xi = next(i for i, v in enumerate(node.inputs) if v.op != "const")
+    consts = [v.value if v.op == "const" else None for v in node.inputs]
+    x_slot, x_shape = step[2], tuple(node.inputs[xi].shape)
+    out, shape = step[-1], tuple(node.shape)
     store = np.float16 if net.fp16 else np.float32
 
     def call(vals):
-        xs = [consts.get(id(i), None) for i in node.inputs]
-        xs = [x if x is not None else _f32(vals[s]) for x, s in zip(xs, slots)]
+        xs = list(consts)
+        xs[xi] = _f32(vals[x_slot]).reshape(x_shape)
         vals[out] = np.asarray(ref(xs, node.attrs), np.float32).reshape(shape).astype(store)
     return call
 
