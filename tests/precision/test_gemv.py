@@ -117,6 +117,8 @@ def test_gemv_declines_and_rejects():
     assert G.matmul_gemv(w, 0, (6,), None, {**attrs, "act": "tanh"}, (10,)) is None
     assert G.matmul_gemv(w, 0, (6, 1), np.ones((3, 10, 1), np.float32), attrs, (10, 1)) is None
     assert G.matmul_gemv(w.astype(np.float16), 0, (6,), None, attrs, (10,)) is None
+    assert G.matmul_gemv(w, 0, (6, 0), None, attrs, (10, 0)) is None              # no rows
+    assert G.matmul_gemv(w[:, :0], 0, (0,), None, attrs, (10,)) is None           # K = 0
     op = G.matmul_gemv(w, 0, (6,), None, attrs, (10,))
     assert op is not None and op.nbytes >= w.nbytes
     with pytest.raises(ValueError):

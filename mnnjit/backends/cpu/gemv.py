@@ -165,6 +165,8 @@ class Gemv:
         if w.ndim != 2:
             raise ValueError(f"Gemv: weights must be 2-D [N, K], got {list(w.shape)}")
         N, K = w.shape
+        if N == 0 or K == 0:
+            raise ValueError(f"Gemv: empty weights {list(w.shape)}")
         size = int(np.prod(x_shape, dtype=np.int64))
         if size % K or not 1 <= size // K <= MAX_ROWS:
             raise ValueError(f"Gemv: input {list(x_shape)} is not 1-{MAX_ROWS} rows of {K}")
@@ -231,7 +233,7 @@ def fc_operands(a_shape: Tuple[int, ...], b_shape: Tuple[int, ...], const: int,
         if len(b_shape) == 1:
             return (False, False) if b_shape[0] == K else None
         bk, M = (b_shape[1], b_shape[0]) if transpose_b else b_shape
-        if bk != K or M > MAX_ROWS:
+        if bk != K or not 1 <= M <= MAX_ROWS:
             return None
         return (not transpose_b, True)
     if len(b_shape) != 2:
@@ -240,7 +242,7 @@ def fc_operands(a_shape: Tuple[int, ...], b_shape: Tuple[int, ...], const: int,
     if len(a_shape) == 1:
         return (False, False) if a_shape[0] == K else None
     M, ak = (a_shape[1], a_shape[0]) if transpose_a else a_shape
-    if ak != K or M > MAX_ROWS:
+    if ak != K or not 1 <= M <= MAX_ROWS:
         return None
     return (bool(transpose_a), False)
 
@@ -260,7 +262,8 @@ def matmul_gemv(w: np.ndarray, const: int, x_shape: Tuple[int, ...], bias: Optio
     constant ``bias``, as a :class:`Gemv` - or None when the GEMV does not apply (batched or
     1-D constant, more than :data:`MAX_ROWS` rows, an activation it lacks, a bias that would
     broadcast the output to a larger shape). ``half_weights``: see :class:`Gemv`."""
-    if const not in (0, 1) or not isinstance(w, np.ndarray) or w.dtype != np.float32:
+    if const not in (0, 1) or not isinstance(w, np.ndarray) or w.dtype != np.float32 or \
+            w.size == 0:
         return None
     act = attrs.get("act", "") or ""
     if act not in _ACT_CODES or len(out_shape) not in (1, 2):
