@@ -129,3 +129,39 @@ def test_inverted_residual_blocks_fuse_and_match(c, t, hw, stride, relu_after, s
         assert "convres" in kinds
         assert ("xdw" in kinds) == (stride == 1 or hw % 2 == 0)
         assert np.abs(got - ref).max() <= tol * max(1.0, float(np.abs(ref).max()))
+
+
+@settings(max_examples=5, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(1, 4), st.integers(1, 24), st.integers(1, 40), st.booleans(), st.booleans(),
+       st.integers(0, 2**16))
+def test_classifier_heads_run_as_gemv_and_match(batch, feat, classes, trans_b, relu, seed):
+    """conv -> global pooling -> flatten -> Gemm (batch 1-4, either weight layout) [-> relu]:
+    the head runs as the ``fc`` GEMV step and matches the reference plan, fp32 and fp16."""
+    from mnnjit_models_fixtures import _Builder
+    b = _Builder(seed)
+    c, hw = 3, 5
+    y = b.op("Relu", [b.op("Conv", ["x", b.weight((feat, c, 1, 1))], kernel_shape=[1, 1])])
+    y = b.op("Flatten", [b.op("GlobalAveragePool", [y])])
+    w = b.weight((classes, feat) if trans_b else (feat, classes))
+    bias = b.init(b.rng.standard_normal(classes).astype(np.float32), "b")
+    y = b.op("Gemm", [y, w, bias], transB=int(trans_b))
+    if relu:
+        y = b.op("Relu", [y])
+    b.nodes[-1].output[0] = "y"
+    stem = os.path.join(_DIR, f"head_{batch}_{feat}_{classes}_{trans_b}_{relu}_{seed}")
+    b.save(stem + ".onnx", [b.io("x", [batch, c, hw, hw])], [b.io("y", [batch, classes])])
+    convert(stem + ".onnx", stem + ".mnn")
+    x = np.random.default_rng(seed).standard_normal((batch, c, hw, hw)).astype(np.float32)
+    ref, _ = _run(stem + ".mnn", x, 1 << 60)
+    for config, tol in (({}, 1e-5), ({"precision": "low"}, 2e-2)):
+        prev = set_threshold(0)
+        try:
+            m = MNN.nn.load_module_from_file(stem + ".mnn", ["x"], [],
+                                             runtime_manager=MNN.nn.create_runtime_manager(config))
+            got = np.array(m.forward(MNN.expr.const(x, list(x.shape))).read())
+            kinds = [st_[0] for st_ in m._last_plan.steps]
+        finally:
+            set_threshold(prev)
+        assert "fc" in kinds
+        assert got.shape == ref.shape
+        assert np.abs(got - ref).max() <= tol * max(1.0, float(np.abs(ref).max()))

@@ -10,8 +10,10 @@ signature, mode and thread count, and turns every node into a step:
   :class:`.depthwise.Depthwise`, 3x3 stride-1 ones -> Winograd when :mod:`.winograd` says so;
 * ``add`` of two same-shape tensors, with a ``relu``/``relu6`` that only it feeds folded in;
   lone activations; max pooling (:mod:`.pool`), average pooling, global average pooling;
-* anything else (a float classifier's ``matmul_ex`` included: one BLAS GEMV) -> the op's numpy
-  reference on float32 values.
+* a float classifier's ``matmul_ex`` (one constant 2-D operand, 1-4 rows on the other) ->
+  :class:`.gemv.Gemv` (weights re-laid once, row blocks split over the threads, float16 weights
+  under precision=low);
+* anything else -> the op's numpy reference on float32 values.
 
 Buffers: every kernel output is assigned, at build, a buffer from a pool (reused once every value
 living in it, views made by reference steps included, is dead); buffers the outputs may alias
@@ -169,6 +171,8 @@ class NetPlan:
             if fused is not None:
                 return fused
             return ["add", K._act_code(act), slot[id(ins[0])], slot[id(ins[1])], tuple(n.shape)]
+        if n.op == "matmul_ex":
+            return self._fc(n, slot, consumers, outputs)
         if n.op in _ACTS and ins[0].dtype == np.float32:
             return ["act", K._act_code(n.op), slot[id(ins[0])], tuple(n.shape)]
         if n.op == "pool2d" and len(n.shape) == 4 and n.attrs["kind"] in ("max", "avg"):
@@ -185,6 +189,45 @@ class NetPlan:
             return ["pool", (False, kh, kw, sh, sw, p[0], p[2], p[1], p[3],
                              bool(a.get("count_include_pad", True))), slot[id(x)], tuple(n.shape)]
         return None
+
+    def _fc(self, n: Node, slot, consumers, outputs) -> Optional[list]:
+        """A ``matmul_ex`` with one constant float32 2-D operand and at most
+        :data:`.gemv.MAX_ROWS` rows on the other (a classifier) -> a :class:`.gemv.Gemv` step;
+        its constant leaves the plan's values when only this step reads it. Quantized
+        constants (memory=low) and other matmuls stay reference steps."""
+        from .gemv import matmul_gemv
+        ins = n.inputs
+        if len(ins) not in (2, 3):
+            return None
+        consts = [i for i in (0, 1) if ins[i].op == "const" and isinstance(ins[i].value, np.ndarray)]
+        if len(consts) != 1 or ins[1 - consts[0]].dtype != np.float32:
+            return None
+        c = consts[0]
+        bias = None
+        if len(ins) == 3:
+            if ins[2].op != "const" or not isinstance(ins[2].value, np.ndarray):
+                return None
+            bias = ins[2].value
+        x = ins[1 - c]
+        # precision=low: float16 weights (the GEMV streams them from memory: half the bytes)
+        op = matmul_gemv(ins[c].value, c, tuple(x.shape), bias, n.attrs, tuple(n.shape),
+                         self.threads, half_weights=self.fp16)
+        if op is None:
+            return None
+        self.weights.append(op)
+        wnode = ins[c]
+        if id(wnode) not in outputs and all(u is n for u in consumers.get(id(wnode), [])):
+            self.init[slot[id(wnode)]] = None
+        # the GEMV reads its input in flat (row-major) order: reshapes that only feed it are
+        # dropped and it reads their source (a kernel output: a buffer bound once at build)
+        while x.op == "reshape" and id(x) not in outputs and len(consumers.get(id(x), [])) == 1:
+            pos = next((t for t, st in enumerate(self.steps)
+                        if st[0] == "ref" and st[-1] == slot[id(x)]), None)
+            if pos is None:
+                break
+            self.steps.pop(pos)
+            x = x.inputs[0]
+        return ["fc", op, slot[id(x)], tuple(n.shape)]
 
     def _residual_conv(self, n: Node, ins, slot, consumers, outputs, act: str) -> Optional[list]:
         """The add ``n`` as the epilogue of a GEMM or Winograd convolution that only it consumes (a
@@ -270,7 +313,7 @@ class NetPlan:
     def _kernel_fn(self, st: list):
         """``f(*input_storage_arrays, out_storage_array)`` running a kernel step."""
         kind = st[0]
-        if kind in ("conv", "dw", "wino", "xdw"):
+        if kind in ("conv", "dw", "wino", "xdw", "fc"):
             return st[1].run
         if kind == "convres":
             op = st[1]
