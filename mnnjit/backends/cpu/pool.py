@@ -5,7 +5,8 @@ repeat its first/last value. Clamping = edge replication, MNN's rule: padding ne
 a window touching the input, and a window lying entirely in the padding (MNN's ceil mode) takes
 the nearest edge cell (see ``mnnjit/ops/nn_pool.py``). ``np.maximum`` (not Python's ``max``,
 which Numba does not vectorise: 4x slower) so NaNs propagate as in the reference.
-ResNet-18's stem pool (64 x 112x112, 3x3 s2): 1.25 ms -> 0.32 ms at 1 thread.
+ResNet-18's stem pool (64 x 112x112, 3x3 s2): 1.25 ms -> 0.32 ms at 1 thread; with three-row
+and three-column windows each in one pass (stored straight from the registers): 0.34 -> 0.24 ms.
 
 This module imports numba: import it lazily.
 """
@@ -37,21 +38,39 @@ def _k_maxpool(x, out, kh, kw, sh, sw, pt, pl, nchunk):
             plane = x[n, c]
             orow = out[n, c]
             for oy in range(OH):
-                # vertical maximum of the window's rows (clamped: the nearest edge row)
-                src = plane[min(max(oy * sh - pt, 0), H - 1)]
-                for ix in range(W):
-                    vm[ix] = load(src, ix)
-                for ky in range(1, kh):
-                    src = plane[min(max(oy * sh - pt + ky, 0), H - 1)]
+                # vertical maximum of the window's rows (clamped: the nearest edge row); three
+                # rows (the usual 3x3 window) in one pass
+                if kh == 3:
+                    r0 = plane[min(max(oy * sh - pt, 0), H - 1)]
+                    r1 = plane[min(max(oy * sh - pt + 1, 0), H - 1)]
+                    r2 = plane[min(max(oy * sh - pt + 2, 0), H - 1)]
                     for ix in range(W):
-                        vm[ix] = np.maximum(vm[ix], load(src, ix))
+                        vm[ix] = np.maximum(np.maximum(load(r0, ix), load(r1, ix)), load(r2, ix))
+                else:
+                    src = plane[min(max(oy * sh - pt, 0), H - 1)]
+                    for ix in range(W):
+                        vm[ix] = load(src, ix)
+                    for ky in range(1, kh):
+                        src = plane[min(max(oy * sh - pt + ky, 0), H - 1)]
+                        for ix in range(W):
+                            vm[ix] = np.maximum(vm[ix], load(src, ix))
                 first = vm[0]
                 last = vm[W - 1]
                 for ix in range(pl):
                     row[ix] = first
                 for ix in range(pl + W, WP):
                     row[ix] = last
-                # horizontal maximum over kw columns, stride sw
+                # horizontal maximum over kw columns, stride sw (three columns at stride 1 or 2
+                # in one pass, as the vertical one)
+                d = orow[oy]
+                if kw == 3 and sw == 2:
+                    for ox in range(OW):
+                        store(d, ox, np.maximum(np.maximum(row[2 * ox], row[2 * ox + 1]), row[2 * ox + 2]))
+                    continue
+                if kw == 3 and sw == 1:
+                    for ox in range(OW):
+                        store(d, ox, np.maximum(np.maximum(row[ox], row[ox + 1]), row[ox + 2]))
+                    continue
                 for ox in range(OW):
                     acc[ox] = row[ox * sw]
                 for kx in range(1, kw):
@@ -65,7 +84,6 @@ def _k_maxpool(x, out, kh, kw, sh, sw, pt, pl, nchunk):
                     else:
                         for ox in range(OW):
                             acc[ox] = np.maximum(acc[ox], r[ox * sw])
-                d = orow[oy]
                 for ox in range(OW):
                     store(d, ox, acc[ox])
 
