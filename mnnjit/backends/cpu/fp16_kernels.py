@@ -283,6 +283,23 @@ def _k_global_avg(x, out):
         store(out, i, s / np.float32(P))
 
 
+@njit(cache=True, fastmath={"reassoc"})
+def _k_global_avg_serial(x, out):
+    """:func:`_k_global_avg` on the calling thread (small inputs: waking the thread team costs
+    more than the sums)."""
+    NC, P = x.shape
+    for i in range(NC):
+        s = np.float32(0.0)
+        for p in range(P):
+            s += load(x, (i, p))
+        store(out, i, s / np.float32(P))
+
+
+#: Global average pooling over fewer elements than this runs serially (MobileNetV2's 1280 x 7x7:
+#: 0.04-0.07 ms in parallel forwards, most of it the thread team's wake-up).
+GAP_SERIAL_MAX = 1 << 17
+
+
 def pool2d(x: np.ndarray, kind: str, kernel: Tuple[int, int], stride=(1, 1),
            pads=(0, 0, 0, 0), out_hw: Optional[Tuple[int, int]] = None,
            count_include_pad: bool = True) -> np.ndarray:
@@ -304,6 +321,6 @@ def global_avg_pool(x: np.ndarray) -> np.ndarray:
     """Mean over H, W: [N, C, H, W] -> [N, C, 1, 1] (sum in float32)."""
     N, C, H, W = x.shape
     out = np.empty((N, C, 1, 1), x.dtype)
-    _k_global_avg(storage_view(np.ascontiguousarray(x)).reshape(N * C, H * W),
-                  storage_view(out).reshape(-1))
+    kernel = _k_global_avg_serial if x.size < GAP_SERIAL_MAX else _k_global_avg
+    kernel(storage_view(np.ascontiguousarray(x)).reshape(N * C, H * W), storage_view(out).reshape(-1))
     return out

@@ -325,7 +325,9 @@ class NetPlan:
             code = st[1]
             return lambda a, o: K._k_act(a.reshape(-1), o.reshape(-1), code)
         if kind == "gap":
-            return lambda a, o: K._k_global_avg(a.reshape(a.shape[0] * a.shape[1], -1), o.reshape(-1))
+            small = int(np.prod(self.order[st[1]].shape)) < K.GAP_SERIAL_MAX
+            gap = K._k_global_avg_serial if small else K._k_global_avg
+            return lambda a, o: gap(a.reshape(a.shape[0] * a.shape[1], -1), o.reshape(-1))
         if kind == "maxpool":
             args = st[1]
             return lambda a, o: max_pool2d(a, o, *args)
