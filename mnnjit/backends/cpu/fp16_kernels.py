@@ -271,28 +271,30 @@ def _k_pool(x, out, is_max, kh, kw, sh, sw, pt, pl, pb, pr, include_pad):
                 store(out, (n, c, oy, ox), acc)
 
 
+@njit(inline="always", fastmath={"reassoc"})
+def _row_mean(x, out, i):
+    """out[i] = mean of row i of x [NC, P]; the sum may be reassociated (so it vectorises: a
+    sequential sum is one add latency per element)."""
+    P = x.shape[1]
+    s = np.float32(0.0)
+    for p in range(P):
+        s += load(x, (i, p))
+    store(out, i, s / np.float32(P))
+
+
 @njit(parallel=True, cache=True, fastmath={"reassoc"})
 def _k_global_avg(x, out):
-    """out[i] = mean of row i of x [NC, P] (storage arrays); the sums may be reassociated (so
-    they vectorise: a sequential sum is one add latency per element)."""
-    NC, P = x.shape
-    for i in prange(NC):
-        s = np.float32(0.0)
-        for p in range(P):
-            s += load(x, (i, p))
-        store(out, i, s / np.float32(P))
+    """out[i] = mean of row i of x [NC, P] (storage arrays), rows split over the threads."""
+    for i in prange(x.shape[0]):
+        _row_mean(x, out, i)
 
 
 @njit(cache=True, fastmath={"reassoc"})
 def _k_global_avg_serial(x, out):
     """:func:`_k_global_avg` on the calling thread (small inputs: waking the thread team costs
     more than the sums)."""
-    NC, P = x.shape
-    for i in range(NC):
-        s = np.float32(0.0)
-        for p in range(P):
-            s += load(x, (i, p))
-        store(out, i, s / np.float32(P))
+    for i in range(x.shape[0]):
+        _row_mean(x, out, i)
 
 
 #: Global average pooling over fewer elements than this runs serially (MobileNetV2's 1280 x 7x7:
