@@ -370,8 +370,8 @@ def plan_source(steps: list, init: list, feed_slots: list, out_slots: list, orde
             shape = tuple(int(d) for d in order[s].shape)
             outs.append(f"{w.names[s]}.reshape({shape!r})")
         if len(set(w.names[s] for s in out_slots)) != len(out_slots) or any(
-                w.names[s].startswith("x") for s in out_slots):
-            return None
+                not w.names[s].startswith("v") for s in out_slots):
+            return None  # two outputs on one array, or one on an input or the constants' blob
     except _Unsupported:
         return None
     w.emit(f"return {outs[0]}" if len(outs) == 1 else f"return ({', '.join(outs)},)")
