@@ -61,7 +61,16 @@ def test_outputs_survive_later_forwards(shared_dir):
     assert type(m._last_plan).__name__ == "NetPlan"
     assert np.array_equal(np.asarray(a.read()), keep)
     assert np.abs(np.asarray(b.read()).reshape(-1) - data["out1_logits"].reshape(-1)).max() <= 1e-4
-    assert m._last_plan.n_buffers < len(m._last_plan.steps)   # buffers are shared
+    plan = m._last_plan
+    # one pool of raw buffers of any shape: the chain with residual connections needs 3 live ones
+    assert plan.n_buffers <= 4 < len(plan.steps)
+    assert plan.activation_nbytes <= 4 * max(b.nbytes for b in plan.buffers.values() if b is not None)
+    from mnnjit.backends.cpu.net_exec import _step_inputs
+    for st in plan.steps:
+        out = plan.buffers.get(st[-1]) if st[0] != "ref" else None
+        for s in _step_inputs(st) if out is not None else []:
+            inp = plan.buffers.get(s)
+            assert inp is None or not np.shares_memory(inp, out)   # no step writes over its input
 
 
 def test_profile_lists_every_step(shared_dir):

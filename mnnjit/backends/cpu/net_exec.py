@@ -16,7 +16,8 @@ signature, mode and thread count, and turns every node into a step:
 * anything else -> the op's numpy reference on float32 values.
 
 Buffers: every kernel output is assigned, at build, a buffer from a pool (reused once every value
-living in it, views made by reference steps included, is dead); buffers the outputs may alias
+living in it, views made by reference steps included, is dead; the most recently freed one that is
+large enough, so a step writes into lines still in cache); buffers the outputs may alias
 are fresh per forward, so results a caller keeps are never overwritten. Activations are float32,
 or float16 storage under precision=low (converted at reference steps and at the outputs).
 
@@ -272,9 +273,15 @@ class NetPlan:
             for o in owners[s]:
                 buf_last[o] = max(buf_last.get(o, -1), last_use[s])
         fresh = set().union(*(owners[s] for s in self.out_slots)) if self.out_slots else set()
-        free: Dict[tuple, List[np.ndarray]] = {}
+        # free raw buffers, most recently released last: a step writes into the buffer freed
+        # last that is large enough - usually its own input's predecessor, read a step ago and
+        # still in cache (a pool keyed by shape handed out buffers idle for a whole forward:
+        # every step then wrote through cold lines)
+        free: List[np.ndarray] = []
         release: Dict[int, List[int]] = {}
         self.buffers: Dict[int, Optional[np.ndarray]] = {}
+        #: the raw (uint8) buffers behind the pooled views
+        self._raw: List[np.ndarray] = []
         held: Dict[int, np.ndarray] = {}
         for t, st in enumerate(self.steps):
             out = st[-1]
@@ -283,16 +290,20 @@ class NetPlan:
                 if out in fresh:
                     self.buffers[out] = None
                 else:
-                    key = (tuple(shape), self.act_dtype)
-                    pool = free.get(key)
-                    buf = pool.pop() if pool else np.empty(shape, self.act_dtype)
-                    self.buffers[out] = buf
-                    held[out] = buf
+                    nbytes = int(np.prod(shape)) * self.act_dtype.itemsize
+                    pick = next((i for i in range(len(free) - 1, -1, -1)
+                                 if free[i].nbytes >= nbytes), None)
+                    if pick is None:
+                        raw = np.empty(max(nbytes, 1), np.uint8)
+                        self._raw.append(raw)
+                    else:
+                        raw = free.pop(pick)
+                    self.buffers[out] = raw[:nbytes].view(self.act_dtype).reshape(shape)
+                    held[out] = raw
                     release.setdefault(max(buf_last.get(out, t), t), []).append(out)
             for o in release.pop(t, []):
-                b = held.pop(o)
-                free.setdefault((b.shape, b.dtype), []).append(b)
-        self.n_buffers = sum(1 for b in self.buffers.values() if b is not None)
+                free.append(held.pop(o))
+        self.n_buffers = len(self._raw)
 
     # ------------------------------------------------------------------ running
     def _store(self, v: np.ndarray) -> np.ndarray:
@@ -404,10 +415,9 @@ class NetPlan:
     def activation_nbytes(self) -> int:
         """Bytes of the intermediate activation buffers (pooled between steps and forwards) plus
         the per-forward output buffers of kernel steps."""
-        pooled = {id(b): b.nbytes for b in self.buffers.values() if b is not None}
         fresh = sum(int(np.prod(st[-2])) * self.act_dtype.itemsize for st in self.steps
                     if st[0] != "ref" and self.buffers.get(st[-1], 0) is None)
-        return int(sum(pooled.values()) + fresh)
+        return int(sum(r.nbytes for r in self._raw) + fresh)
 
     @property
     def weight_nbytes(self) -> int:
