@@ -270,10 +270,8 @@ def _lean(plan: ExecutionPlan) -> bool:
     """Whether ``plan`` runs on its own step loop: with the reference executor, or with the compiler's
     dispatcher when no node reaches its compile threshold or has a hand-written kernel (it would run
     the reference path too, after tracing the graph at every call)."""
-    ex = runtime._executor
-    if ex is not None:
-        from ..backends.reference import evaluate as ref_evaluate
-        return ex is ref_evaluate
+    if runtime._executor is not None:
+        return _reference_executor_chosen()
     active = [n for n in plan.order if n.op not in ("const", "placeholder")]
     if all(max([n.size if n.dtype is not None else 0] + [i.size for i in n.inputs if i.op != "const"]) < TINY_WORK
            for n in active):
@@ -295,14 +293,20 @@ def _lean(plan: ExecutionPlan) -> bool:
     return True
 
 
+def _reference_executor_chosen() -> bool:
+    """Whether ``runtime.set_executor`` installed the reference evaluator."""
+    ex = runtime._executor
+    if ex is None:
+        return False
+    from ..backends.reference import evaluate as ref_evaluate
+    return ex is ref_evaluate
+
+
 def _plan_kernel_calls() -> int | None:
     """Forwards before a lean plan is compiled into one kernel (None: it never is: compiling is
     off, or the reference executor was chosen)."""
-    ex = runtime._executor
-    if ex is not None:
-        from ..backends.reference import evaluate as ref_evaluate
-        if ex is ref_evaluate:
-            return None
+    if _reference_executor_chosen():
+        return None
     from ..compiler import config
     return config.plan_kernel_calls()
 
