@@ -353,6 +353,32 @@ def test_expand_depthwise_matches_the_two_steps(n, c, o, h, w, ks, pad, act1, ac
     assert np.abs(got - ref).max() <= tol
 
 
+@pytest.mark.parametrize("c,o,h,w,s", [(5, 13, 66, 34, 2), (3, 7, 112, 112, 2), (4, 9, 30, 32, 2),
+                                       (6, 8, 70, 40, 1), (2, 3, 8, 2200, 2)])
+@pytest.mark.parametrize("half", [False, True])
+def test_expand_depthwise_plane_bodies(c, o, h, w, s, half):
+    """Each depthwise plane body the fused kernel calls (stride 2 on column halves up to 32
+    wide, on quarter planes band by band beyond; stride 1 banded): the numbers of the two
+    kernels run apart."""
+    from mnnjit.backends.cpu.expand_dw import ExpandDepthwise
+    rng = np.random.default_rng(c + h + w)
+    x = rng.standard_normal((1, c, h, w)).astype(np.float32)
+    w1 = (rng.standard_normal((o, c)) / np.sqrt(c)).astype(np.float32)
+    e = K.ConvGemm(K.PackedWeights.from_dense(w1), rng.standard_normal(o).astype(np.float32), x.shape,
+                   (1, 1), act="relu6")
+    d = Depthwise(rng.standard_normal((o, 9)).astype(np.float32), rng.standard_normal(o).astype(np.float32),
+                  e.out_shape, (3, 3), (s, s), (1, 1, 1, 1), (1, 1), "relu6")
+    f = ExpandDepthwise(e, d)
+    xs = storage_view(to_f16(x)) if half else x
+    mid, apart, fused = (np.empty(e.out_shape, xs.dtype), np.empty(d.out_shape, xs.dtype),
+                         np.empty(d.out_shape, xs.dtype))
+    e.run(xs, mid)
+    d.run(mid, apart)
+    f.run(xs, fused)
+    a32, f32 = (to_f32(apart.view(np.float16)), to_f32(fused.view(np.float16))) if half else (apart, fused)
+    assert np.abs(a32 - f32).max() <= (2e-3 if half else 1e-5) * max(1.0, float(np.abs(a32).max()))
+
+
 @pytest.mark.parametrize("c,o,hw,s", [(160, 30, 7, 1), (128, 20, 8, 2), (144, 13, 5, 1)])
 @pytest.mark.parametrize("half", [False, True])
 def test_expand_depthwise_packed_input_blocks(c, o, hw, s, half):

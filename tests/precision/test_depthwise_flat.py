@@ -122,12 +122,14 @@ def test_depthwise_flat_stride1_banded_planes(h, w, half):
     assert np.abs(got - ref).max() <= (2e-2 if half else 1e-4) * max(1.0, float(np.abs(ref).max()))
 
 
-@pytest.mark.parametrize("h,w", [(80, 40), (4, 2200), (2, 2200), (66, 34), (112, 112)])
+@pytest.mark.parametrize("h,w", [(120, 40), (4, 2200), (2, 2200), (130, 34), (112, 112), (6, 34),
+                                 (64, 32), (28, 28), (2, 2)])
 @pytest.mark.parametrize("half", [False, True])
 def test_depthwise_flat_stride2_banded_planes(h, w, half):
-    """Stride-2 planes of more than one band of output rows run band by band (the last band
-    partial; one output row per band when a row pair is longer than a band)."""
+    """Stride-2 planes wider than 32 run on their quarter planes band by band (the last band
+    partial; one output row per band when a row pair is longer than a band; odd half widths),
+    narrower ones on their column halves."""
     got, ref, path = _depthwise_case(1, 2, h, w, (2, 2), (1, 1, 1, 1), "relu6", half, h + w)
     assert path == "flat_s2"
-    assert s2_banded(h, w) == ((h, w) != (2, 2200))
+    assert s2_banded(h, w) == (w > 32)
     assert np.abs(got - ref).max() <= (2e-2 if half else 1e-4) * max(1.0, float(np.abs(ref).max()))

@@ -16,7 +16,7 @@ from llvmlite import ir
 from numba import njit, types
 from numba.extending import intrinsic
 
-INTRINSICS_VERSION = 2
+INTRINSICS_VERSION = 3
 
 
 @intrinsic
@@ -39,6 +39,28 @@ def bitcast_f32_i32(typingctx, x):
     def codegen(context, builder, signature, args):
         return builder.bitcast(args[0], ir.IntType(32))
     return types.int32(types.float32), codegen
+
+
+@intrinsic
+def deinterleave8_f32(typingctx, src, even, odd):
+    """Split the 16 float32 values at address ``src`` into the 8 even-indexed ones (stored at
+    address ``even``) and the 8 odd-indexed ones (at ``odd``): one vector load, two shuffles, two
+    vector stores (addresses as int64, ``a.ctypes.data``; the caller guarantees they exist)."""
+    if not (src == even == odd == types.int64):
+        return None
+    f32 = ir.FloatType()
+    v16, v8 = ir.VectorType(f32, 16), ir.VectorType(f32, 8)
+    i32 = ir.IntType(32)
+
+    def codegen(context, builder, signature, args):
+        s_i, e_i, o_i = args
+        v = builder.load(builder.inttoptr(s_i, v16.as_pointer()), align=4)
+        for addr, first in ((e_i, 0), (o_i, 1)):
+            half = builder.shuffle_vector(v, ir.Constant(v16, ir.Undefined),
+                                          ir.Constant(ir.VectorType(i32, 8), list(range(first, 16, 2))))
+            builder.store(half, builder.inttoptr(addr, v8.as_pointer()), align=4)
+        return context.get_dummy_value()
+    return types.void(types.int64, types.int64, types.int64), codegen
 
 
 @njit(inline="always", cache=True)
