@@ -19,7 +19,7 @@ This module imports numba: import it lazily.
 """
 from __future__ import annotations
 
-from typing import Optional, Sequence, Tuple
+from typing import Callable, Optional, Sequence, Tuple
 
 import numpy as np
 from numba import get_num_threads, njit, prange, types
@@ -643,6 +643,16 @@ class ConvGemm:
             if res is not None:
                 raise ValueError("conv2d: the narrow quantized path takes no residual")
             return self._run_narrow(x, out)
+        kernel, args = self.launch(x, out, res)
+        kernel(*args)
+        return out
+
+    def launch(self, x: np.ndarray, out: np.ndarray,
+               res: Optional[np.ndarray] = None) -> Optional[Tuple[Callable, tuple]]:
+        """The kernel and arguments of :meth:`run` on these arrays, for :func:`.launch.bind_launch`
+        (None on the narrow quantized path, which is not one kernel)."""
+        if self.narrow:
+            return None
         N, C, H, W = self.in_shape
         (kh, kw), (sh, sw), (pt, _, pl, _), (dh, dw) = self.kernel, self.stride, self.pads, self.dilation
         wt = self.w
@@ -650,13 +660,12 @@ class ConvGemm:
         if res is not None and res.shape != out.shape:
             raise ValueError(f"conv2d: residual shape {list(res.shape)} is not the output's "
                              f"{list(out.shape)}")
-        _k_conv_gemm(x.reshape(N, C, H * W), wt.panels, wt.kind, wt.codes8, wt.codes4, wt.scale,
-                     wt.offset, wt.block, self.bias, o3,
-                     o3 if res is None else res.reshape(o3.shape), res is not None,
-                     H, W, kh, kw, sh, sw, pt, pl, dh, dw, self.out_shape[3], self.group,
-                     self.direct, self.act, self.n_o, self.n_p, self.pc_max, self.o_outer,
-                     self.phased, self.pack_b)
-        return out
+        return _k_conv_gemm, (x.reshape(N, C, H * W), wt.panels, wt.kind, wt.codes8, wt.codes4,
+                              wt.scale, wt.offset, wt.block, self.bias, o3,
+                              o3 if res is None else res.reshape(o3.shape), res is not None,
+                              H, W, kh, kw, sh, sw, pt, pl, dh, dw, self.out_shape[3], self.group,
+                              self.direct, self.act, self.n_o, self.n_p, self.pc_max,
+                              self.o_outer, self.phased, self.pack_b)
 
 
 def pack_grouped(w: np.ndarray, group: int) -> PackedWeights:

@@ -11,7 +11,7 @@ This module imports numba: import it lazily.
 """
 from __future__ import annotations
 
-from typing import Optional, Tuple
+from typing import Callable, Optional, Tuple
 
 import numpy as np
 from numba import get_num_threads, njit, prange
@@ -228,17 +228,22 @@ class Depthwise:
 
     def run(self, x: np.ndarray, out: np.ndarray) -> np.ndarray:
         """Compute into ``out`` (same storage as ``x``)."""
+        kernel, args = self.launch(x, out)
+        kernel(*args)
+        return out
+
+    def launch(self, x: np.ndarray, out: np.ndarray) -> Tuple[Callable, tuple]:
+        """The kernel and arguments of :meth:`run` on these arrays (see
+        :func:`.launch.bind_launch`)."""
         kh, kw, sh, sw, pt, pl, dh, dw, act = self.args
         if self.path != "plane":
             N, C, H, W = self.in_shape
-            flat_kernel(self.path, H, W)(
+            return flat_kernel(self.path, H, W), (
                 x.reshape(N * C, H * W), self.w, self.bias,
                 out.reshape(N * C, self.out_shape[2] * self.out_shape[3]), H, W, act, self.nchunk)
-        elif (kh, kw, sh, sw, dh, dw) == (3, 3, 2, 2, 1, 1):
-            _k_depthwise_s2(x, self.w, self.bias, out, pt, pl, act, self.nchunk)
-        else:
-            _k_depthwise(x, self.w, self.bias, out, *self.args, self.nchunk)
-        return out
+        if (kh, kw, sh, sw, dh, dw) == (3, 3, 2, 2, 1, 1):
+            return _k_depthwise_s2, (x, self.w, self.bias, out, pt, pl, act, self.nchunk)
+        return _k_depthwise, (x, self.w, self.bias, out, *self.args, self.nchunk)
 
 
 def depthwise_conv2d(x: np.ndarray, weight: np.ndarray, bias: Optional[np.ndarray],

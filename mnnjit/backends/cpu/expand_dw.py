@@ -17,7 +17,7 @@ This module imports numba: import it lazily.
 """
 from __future__ import annotations
 
-from typing import Optional
+from typing import Callable, Optional, Tuple
 
 import numpy as np
 from numba import get_num_threads, njit, prange
@@ -212,8 +212,14 @@ class ExpandDepthwise:
 
     def run(self, x: np.ndarray, out: np.ndarray) -> np.ndarray:
         """Compute into ``out`` (storage array, same storage as ``x``)."""
-        e, wt = self.expand, self.expand.w
-        _k_expand_dw(x, wt.panels, wt.kind, wt.codes8, wt.codes4, wt.scale, wt.offset, wt.block,
-                     e.bias, e.act, self.dw.w, self.dw.bias, out, self.dw.args[8], self.s2,
-                     self.nchunk, self.packed)
+        kernel, args = self.launch(x, out)
+        kernel(*args)
         return out
+
+    def launch(self, x: np.ndarray, out: np.ndarray) -> Tuple[Callable, tuple]:
+        """The kernel and arguments of :meth:`run` on these arrays (see
+        :func:`.launch.bind_launch`)."""
+        e, wt = self.expand, self.expand.w
+        return _k_expand_dw, (x, wt.panels, wt.kind, wt.codes8, wt.codes4, wt.scale, wt.offset,
+                              wt.block, e.bias, e.act, self.dw.w, self.dw.bias, out,
+                              self.dw.args[8], self.s2, self.nchunk, self.packed)

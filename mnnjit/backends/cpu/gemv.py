@@ -17,7 +17,7 @@ This module imports numba: import it lazily.
 """
 from __future__ import annotations
 
-from typing import Optional, Tuple
+from typing import Callable, Optional, Tuple
 
 import numpy as np
 from numba import njit, prange
@@ -198,6 +198,17 @@ class Gemv:
     def nbytes(self) -> int:
         """Bytes of the laid-out weights and bias."""
         return int(self.w.nbytes + self.bias.nbytes)
+
+    def launch(self, x: np.ndarray, out: np.ndarray) -> Optional[Tuple[Callable, tuple]]:
+        """The kernel and arguments of :meth:`run` on these arrays when it is one kernel call
+        (float32 storage, ``x`` not transposed; see :func:`.launch.bind_launch`), else None."""
+        if x.dtype == np.uint16 or out.dtype == np.uint16 or self.x_transposed:
+            return None
+        rows, flat = x.reshape(self.M, self.K), out.reshape(-1)
+        if self.ntask > 1:
+            return _rows_parallel, (self.w, rows, self.bias, flat, self.sm, self.sn, self.code,
+                                    self.ntask)
+        return _rows, (self.w, rows, self.bias, flat, self.sm, self.sn, self.code, 0, self.N)
 
     def run(self, x: np.ndarray, out: np.ndarray) -> np.ndarray:
         """Compute into ``out`` (storage arrays: float32, or uint16 half bits for both)."""

@@ -39,6 +39,7 @@ from .conv_gemm import ConvGemm, PackedWeights, pack_grouped
 from .depthwise import Depthwise
 from .expand_dw import FUSABLE_PATHS, ExpandDepthwise
 from .fp16 import to_f16, to_f32
+from .launch import bind_launch
 from .pool import max_pool2d
 
 __all__ = ["NetPlan"]
@@ -345,6 +346,18 @@ class NetPlan:
         args = st[1]
         return lambda a, o: K._k_pool(a, o, *args)
 
+    @staticmethod
+    def _launch_spec(st: list, args: tuple):
+        """(kernel, arguments) of a kernel step on fixed storage arrays ``args`` (inputs, then
+        the output) when its op describes its launch (:func:`.launch.bind_launch`), else None."""
+        launch = getattr(st[1], "launch", None) if st[0] in ("conv", "dw", "xdw", "fc", "convres") else None
+        if launch is None:
+            return None
+        if st[0] == "convres":
+            x, r, o = args
+            return launch(x, o, r)
+        return launch(*args)
+
     def _bind(self, st: list):
         """One step as a closure over ``vals``: kernel steps whose inputs and output live in pooled
         buffers call their kernel on storage views fixed at build (no per-forward checks)."""
@@ -368,6 +381,14 @@ class NetPlan:
         static = [self._static_sv.get(i) for i in ins]
         if buf is not None and all(v is not None for v in static):
             args = tuple(static) + (K.storage_view(buf),)
+            spec = self._launch_spec(st, args)
+            if spec is not None:
+                go = bind_launch(spec)
+
+                def call_bound(vals):
+                    go()
+                    vals[out] = buf
+                return call_bound
 
             def call_static(vals):
                 fn(*args)

@@ -27,6 +27,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from .codegen import CODEGEN_VERSION, _FAST, instantiate
+from .launch import entry_point
 from ...ops import registry
 
 F32 = np.dtype(np.float32)
@@ -414,19 +415,8 @@ def compile_plan(steps: list, init: list, feed_slots: list, out_slots: list, ord
                 if g.shape != np.shape(e) or not np.allclose(g, e, rtol=1e-4, atol=1e-6, equal_nan=True):
                     return None
     disp = kernel.disp if kernel.seen else kernel
-    entry = _entry_point(disp, [sample[k] for k in used] + [blob]) if sample is not None else None
+    entry = entry_point(disp, [sample[k] for k in used] + [blob]) if sample is not None else None
     return _runner(entry or disp, disp, used, blob, single)
-
-
-def _entry_point(disp: Any, args: list) -> Callable | None:
-    """The compiled overload's own entry for these argument types: it skips the dispatcher's type
-    resolution (~0.3 us) and still refuses, with an exception, arrays of another dtype, rank or
-    layout."""
-    try:
-        from numba import typeof
-        return disp.overloads[tuple(typeof(a) for a in args)].entry_point
-    except (AttributeError, KeyError, TypeError):
-        return None
 
 
 def _runner(entry: Callable, disp: Callable, used: list[int], blob: np.ndarray,
