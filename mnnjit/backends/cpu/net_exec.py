@@ -346,14 +346,28 @@ class NetPlan:
         args = st[1]
         return lambda a, o: K._k_pool(a, o, *args)
 
-    @staticmethod
-    def _launch_spec(st: list, args: tuple):
+    def _launch_spec(self, st: list, args: tuple):
         """(kernel, arguments) of a kernel step on fixed storage arrays ``args`` (inputs, then
-        the output) when its op describes its launch (:func:`.launch.bind_launch`), else None."""
-        launch = getattr(st[1], "launch", None) if st[0] in ("conv", "dw", "xdw", "fc", "convres") else None
+        the output) when it is one kernel call (:func:`.launch.bind_launch`), else None."""
+        kind = st[0]
+        if kind == "gap":
+            a, o = args
+            small = int(np.prod(self.order[st[1]].shape)) < K.GAP_SERIAL_MAX
+            return (K._k_global_avg_serial if small else K._k_global_avg,
+                    (a.reshape(a.shape[0] * a.shape[1], -1), o.reshape(-1)))
+        if kind == "add":
+            a, b, o = args
+            return K._k_add, (a.reshape(-1), b.reshape(-1), o.reshape(-1), st[1])
+        if kind == "act":
+            a, o = args
+            return K._k_act, (a.reshape(-1), o.reshape(-1), st[1])
+        if kind == "pool":
+            a, o = args
+            return K._k_pool, (a, o, *st[1])
+        launch = getattr(st[1], "launch", None) if kind in ("conv", "dw", "xdw", "fc", "convres") else None
         if launch is None:
             return None
-        if st[0] == "convres":
+        if kind == "convres":
             x, r, o = args
             return launch(x, o, r)
         return launch(*args)
