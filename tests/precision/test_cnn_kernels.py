@@ -404,6 +404,31 @@ def test_expand_depthwise_packed_input_blocks(c, o, hw, s, half):
     assert np.abs(a32 - f32).max() <= (2e-3 if half else 1e-5) * max(1.0, float(np.abs(a32).max()))
 
 
+@pytest.mark.parametrize("o,group", [(1, 1), (2, 1), (3, 1), (4, 1), (5, 1), (8, 1), (10, 1), (16, 1),
+                                     (32, 1), (64, 1), (8, 2), (20, 2)])
+@pytest.mark.parametrize("half,residual", [(False, False), (True, False), (False, True)])
+def test_conv_gemm_partial_last_panels(o, group, half, residual):
+    """Output channels not a multiple of 6 per group: the last panel of each group runs the 2-,
+    4- or 6-row kernel (whole 16-column blocks straight into the output, the rest through the
+    scratch tile), plain, in half storage and with a residual."""
+    rng = np.random.default_rng(o * 10 + group)
+    c, h, w = 4 * group, 6, 11                       # 66 columns: four whole blocks and a tail
+    x = rng.standard_normal((2, c, h, w)).astype(np.float32)
+    wt = rng.standard_normal((o, c // group, 3, 3)).astype(np.float32)
+    b = rng.standard_normal(o).astype(np.float32)
+    mat = wt.reshape(o, -1)
+    pw = K.pack_grouped(mat, group) if group > 1 else K.PackedWeights.from_dense(mat)
+    cv = K.ConvGemm(pw, b, x.shape, (3, 3), (1, 1), (1, 1, 1, 1), (1, 1), group, "relu")
+    res = rng.standard_normal(cv.out_shape).astype(np.float32) if residual else None
+    xs = to_f16(x) if half else x
+    out = np.empty(cv.out_shape, xs.dtype)
+    cv.run(storage_view(xs), storage_view(out), None if res is None else storage_view(res))
+    conv = conv_ref(to_f32(xs) if half else x, wt, b, (1, 1), (1, 1, 1, 1), (1, 1), group)
+    ref = act_ref(conv + (0 if res is None else res), "relu")
+    got = to_f32(out) if half else out
+    assert np.abs(got - ref).max() <= (2e-2 if half else 1e-4) * max(1.0, float(np.abs(ref).max()))
+
+
 @SETTINGS
 @given(conv_cases(), st.booleans())
 def test_conv_gemm_residual_epilogue(case, half):

@@ -28,7 +28,8 @@ from numba.core import cgutils
 from numba.extending import intrinsic, overload
 
 from .fp16 import load, store
-from .gemm_tile import MR, NR, col_f16, col_f32, tile8_f16, tile8_f32, tile_f16, tile_f32
+from .gemm_tile import (MR, NR, col_f16, col_f32, tile8_f16, tile8_f32, tile16r2_f16, tile16r2_f32,
+                        tile16r4_f16, tile16r4_f32, tile_f16, tile_f32)
 from .fp16_kernels import _act, _act_code, _conv_out_hw, _keep_alive
 
 __all__ = ["PackedWeights", "ConvGemm", "gemm_panels", "pack_grouped", "MR", "NR"]
@@ -57,7 +58,17 @@ def _col(a, b, bp, ldb, cp, ldc, k, biasp, act):
     """The one-column kernel (``gemm_tile.col_*``), typed like :func:`_tile`."""
 
 
+def _tile_r4(a, b, bp, ldb, cp, ldc, k, biasp, act):
+    """The first 4 rows of a panel, 16 columns (``gemm_tile.tile16r4_*``), typed like :func:`_tile`."""
+
+
+def _tile_r2(a, b, bp, ldb, cp, ldc, k, biasp, act):
+    """The first 2 rows of a panel, 16 columns (``gemm_tile.tile16r2_*``), typed like :func:`_tile`."""
+
+
 _dispatch(_tile, tile_f32, tile_f16)
+_dispatch(_tile_r4, tile16r4_f32, tile16r4_f16)
+_dispatch(_tile_r2, tile16r2_f32, tile16r2_f16)
 _dispatch(_tile8, tile8_f32, tile8_f16)
 _dispatch(_col, col_f32, col_f16)
 
@@ -448,12 +459,23 @@ def _one_tile(out, wp, q, q0, jb, nfull, tail, bptr, ldb, btile, ctile, bias, n,
         bp = btile.ctypes.data
         bl = NR
         t = tail
-    if t == NR and rows == MR:
+    # a partial last panel runs the 4- or 2-row kernel (its padding rows are zeros)
+    kr = MR if rows > 4 else (4 if rows > 2 else 2)
+    if t == NR and rows == kr:
         cp = out.ctypes.data + out.itemsize * ((n * O + o0) * P + cb + j0)
-        _tile(ap, out, bp, bl, cp, P, K, biasp, reg_act)
+        if kr == MR:
+            _tile(ap, out, bp, bl, cp, P, K, biasp, reg_act)
+        elif kr == 4:
+            _tile_r4(ap, out, bp, bl, cp, P, K, biasp, reg_act)
+        else:
+            _tile_r2(ap, out, bp, bl, cp, P, K, biasp, reg_act)
     else:
-        if t == NR:
+        if t == NR and kr == MR:
             _tile(ap, out, bp, bl, ctile.ctypes.data, NR, K, biasp, reg_act)
+        elif t == NR and kr == 4:
+            _tile_r4(ap, out, bp, bl, ctile.ctypes.data, NR, K, biasp, reg_act)
+        elif t == NR:
+            _tile_r2(ap, out, bp, bl, ctile.ctypes.data, NR, K, biasp, reg_act)
         else:
             _tail_block(ap, out, bp, bl, ctile, K, biasp, reg_act, t, True)
         for r in range(rows):

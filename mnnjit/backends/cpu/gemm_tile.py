@@ -27,7 +27,8 @@ from llvmlite import ir
 from numba import types
 from numba.extending import intrinsic
 
-__all__ = ["MR", "NR", "tile_f32", "tile_f16", "tile8_f32", "tile8_f16", "col_f32", "col_f16"]
+__all__ = ["MR", "NR", "tile_f32", "tile_f16", "tile8_f32", "tile8_f16", "tile16r4_f32",
+           "tile16r4_f16", "tile16r2_f32", "tile16r2_f16", "col_f32", "col_f16"]
 
 #: rows (output channels) and columns (pixels) of one micro-kernel block
 MR, NR = 6, 16
@@ -102,7 +103,8 @@ def _arguments(builder: ir.IRBuilder, args, elem_bc: ir.Type) -> tuple:
             builder.inttoptr(bias_i, _F32.as_pointer()), act_v)
 
 
-def _make_tile(bc_half: bool, nr: int = 16):
+def _make_tile(bc_half: bool, nr: int = 16, mr: int = MR):
+    """The ``mr x nr`` kernel (``mr <= MR`` rows of a panel packed for MR)."""
     nv = nr // 8  # vectors per row
     elem_bc = _F16 if bc_half else _F32
 
@@ -123,7 +125,7 @@ def _make_tile(bc_half: bool, nr: int = 16):
 
             builder.position_at_end(loop)
             kk = builder.phi(_I64)
-            accs = [builder.phi(_V8) for _ in range(nv * MR)]
+            accs = [builder.phi(_V8) for _ in range(nv * mr)]
             brow = builder.gep(b_p, [builder.mul(kk, ldb_v)])
             bv = [_load_vec(builder, builder.gep(brow, [_const(8 * h)]), bc_half) for h in range(nv)]
             arow = builder.gep(a_p, [builder.mul(kk, _const(MR))])
@@ -134,7 +136,7 @@ def _make_tile(bc_half: bool, nr: int = 16):
             builder.call(_prefetch_fn(builder.module),
                          [ahead, ir.Constant(_I32, 0), ir.Constant(_I32, 3), ir.Constant(_I32, 1)])
             new = []
-            for r in range(MR):
+            for r in range(mr):
                 av = builder.load(builder.gep(arow, [_const(r)]))
                 s = _splat(builder, av)
                 for h in range(nv):
@@ -157,7 +159,7 @@ def _make_tile(bc_half: bool, nr: int = 16):
             use_relu = builder.icmp_signed(">=", act_v, _const(1))
             use_six = builder.icmp_signed("==", act_v, _const(2))
             six = ir.Constant(_V8, [6.0] * 8)
-            for r in range(MR):
+            for r in range(mr):
                 bias_v = _splat(builder, builder.load(builder.gep(bias_p, [_const(r)])))
                 crow = builder.gep(c_p, [builder.mul(_const(r), ldc_v)])
                 for h in range(nv):
@@ -169,7 +171,7 @@ def _make_tile(bc_half: bool, nr: int = 16):
 
         return sig, codegen
 
-    typer.__name__ = typer.__qualname__ = f"tile_{'h' if bc_half else 'f'}{nr}"
+    typer.__name__ = typer.__qualname__ = f"tile_{'h' if bc_half else 'f'}{nr}_{mr}"
     return typer
 
 
@@ -180,6 +182,12 @@ tile_f16 = intrinsic(_make_tile(True))
 #: the same two, 8 columns wide (a row's last columns)
 tile8_f32 = intrinsic(_make_tile(False, 8))
 tile8_f16 = intrinsic(_make_tile(True, 8))
+#: 16 columns of the first 4 or 2 rows of a panel (a convolution's last, partial panel: a
+#: 6-row kernel there computes 2-4 rows of zeros; 16 or 32 output channels waste 11-12 %)
+tile16r4_f32 = intrinsic(_make_tile(False, 16, 4))
+tile16r4_f16 = intrinsic(_make_tile(True, 16, 4))
+tile16r2_f32 = intrinsic(_make_tile(False, 16, 2))
+tile16r2_f16 = intrinsic(_make_tile(True, 16, 2))
 
 
 _V4 = ir.VectorType(_F32, 4)
