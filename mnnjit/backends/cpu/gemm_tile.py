@@ -1,6 +1,7 @@
 """A register-blocked GEMM micro-kernel written in LLVM IR (llvmlite), callable from Numba.
 
-One call computes a ``6 x 16`` (or ``6 x 8``: the ``tile8_*`` variants) block of ``C = act(A @ B + bias)``:
+One call computes a ``6 x 16`` (or ``6 x 8``: the ``tile8_*`` variants; the first 4 or 2 rows of a
+panel: ``tile16r4_*``, ``tile16r2_*``) block of ``C = act(A @ B + bias)``:
 
 * ``A`` - a packed float32 weight panel: ``K`` groups of 6 consecutive values (``A[k*6 + r]`` is
   row ``r``, column ``k``);
