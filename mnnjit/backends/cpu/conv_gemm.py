@@ -414,21 +414,22 @@ def _k_conv_gemm(x, w, kind, codes8, codes4, scale, offset, bs, bias, out, res, 
                 # the last columns, packed once for every panel
                 _pack_tail(btile, bsrc, nfull * NR, K, tail)
             nblk = nfull + (1 if tail else 0)
-            if o_outer:
-                for q in range(q0, q1):
-                    for jb in range(nblk):
-                        _one_tile(out, wp, q, q0, jb, nfull, tail, bptr, ldb, btile, ctile, bias,
-                                  n, g, og, npg, K, P, O, cb, reg_act, act, res, has_res,
-                                  bblk, False)
-            else:
-                for jb in range(nblk):
+            nq = q1 - q0
+            # panels outside (o_outer) or column blocks outside, one call site of the tile code
+            # (two inlined copies of every micro-kernel variant took ~10 % longer to compile)
+            for it in range(nq * nblk):
+                if o_outer:
+                    q = q0 + it // nblk
+                    jb = it % nblk
+                    packed = False
+                else:
+                    jb = it // nq
+                    q = q0 + it % nq
                     packed = pack_b and jb < nfull
-                    if packed:
+                    if packed and q == q0:
                         _copy_block(bblk, bsrc, jb * NR, K)
-                    for q in range(q0, q1):
-                        _one_tile(out, wp, q, q0, jb, nfull, tail, bptr, ldb, btile, ctile, bias,
-                                  n, g, og, npg, K, P, O, cb, reg_act, act, res, has_res,
-                                  bblk, packed)
+                _one_tile(out, wp, q, q0, jb, nfull, tail, bptr, ldb, btile, ctile, bias,
+                          n, g, og, npg, K, P, O, cb, reg_act, act, res, has_res, bblk, packed)
         _keep_alive(ctile, btile)
         _keep_alive(bblk, bblk)
         _keep_alive(col, wp)
@@ -461,23 +462,22 @@ def _one_tile(out, wp, q, q0, jb, nfull, tail, bptr, ldb, btile, ctile, bias, n,
         t = tail
     # a partial last panel runs the 4- or 2-row kernel (its padding rows are zeros)
     kr = MR if rows > 4 else (4 if rows > 2 else 2)
-    if t == NR and rows == kr:
-        cp = out.ctypes.data + out.itemsize * ((n * O + o0) * P + cb + j0)
+    direct = t == NR and rows == kr
+    if t == NR:
+        cp = ctile.ctypes.data
+        ldc = NR
+        if direct:
+            cp = out.ctypes.data + out.itemsize * ((n * O + o0) * P + cb + j0)
+            ldc = P
         if kr == MR:
-            _tile(ap, out, bp, bl, cp, P, K, biasp, reg_act)
+            _tile(ap, out, bp, bl, cp, ldc, K, biasp, reg_act)
         elif kr == 4:
-            _tile_r4(ap, out, bp, bl, cp, P, K, biasp, reg_act)
+            _tile_r4(ap, out, bp, bl, cp, ldc, K, biasp, reg_act)
         else:
-            _tile_r2(ap, out, bp, bl, cp, P, K, biasp, reg_act)
+            _tile_r2(ap, out, bp, bl, cp, ldc, K, biasp, reg_act)
     else:
-        if t == NR and kr == MR:
-            _tile(ap, out, bp, bl, ctile.ctypes.data, NR, K, biasp, reg_act)
-        elif t == NR and kr == 4:
-            _tile_r4(ap, out, bp, bl, ctile.ctypes.data, NR, K, biasp, reg_act)
-        elif t == NR:
-            _tile_r2(ap, out, bp, bl, ctile.ctypes.data, NR, K, biasp, reg_act)
-        else:
-            _tail_block(ap, out, bp, bl, ctile, K, biasp, reg_act, t, True)
+        _tail_block(ap, out, bp, bl, ctile, K, biasp, reg_act, t, True)
+    if not direct:
         for r in range(rows):
             dst = out[n, o0 + r, cb + j0:cb + j0 + t]
             src = ctile[r * NR:r * NR + t]
