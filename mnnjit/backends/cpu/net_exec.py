@@ -298,7 +298,8 @@ class NetPlan:
                 sid = None
                 if need:
                     if free:
-                        sid = free.pop(max(range(len(free)), key=lambda i: touched[free[i]]))
+                        sid = free.pop(max(range(len(free)), key=lambda i: _warmth(
+                            touched[free[i]], need, t)))
                         sizes[sid] = max(sizes[sid], need)
                     else:
                         sid = len(sizes)
@@ -466,6 +467,17 @@ class NetPlan:
         the constants of the other steps (e.g. a classifier's matrix)."""
         consts = sum(int(v.nbytes) for v in self.init if isinstance(v, np.ndarray))
         return sum(int(w.nbytes) for w in self.weights) + consts
+
+
+#: steps back within which a buffer's last use still counts as in cache (L3) for a workspace
+WARM_STEPS = 4
+
+
+def _warmth(touched: Tuple[int, int], need: int, t: int) -> Tuple[int, int]:
+    """How much of a workspace of ``need`` bytes a free buffer last used at step ``touched[0]``
+    (``touched[1]`` bytes) would find in cache at step ``t``; ties go to the latest use."""
+    last, nbytes = touched
+    return (min(need, nbytes) if t - last <= WARM_STEPS else 0, last)
 
 
 def _step_inputs(st: list) -> List[int]:
