@@ -17,7 +17,8 @@ signature, mode and thread count, and turns every node into a step:
 
 Buffers: every kernel output is assigned, at build, a buffer from a pool (reused once every value
 living in it, views made by reference steps included, is dead; the most recently freed one that is
-large enough, so a step writes into lines still in cache); buffers the outputs may alias
+large enough, so a step writes into lines still in cache; a Winograd step's workspace is a
+pooled buffer too, one still in cache); buffers the outputs may alias
 are fresh per forward, so results a caller keeps are never overwritten. Activations are float32,
 or float16 storage under precision=low (converted at reference steps and at the outputs).
 
@@ -289,11 +290,11 @@ class NetPlan:
         for t, st in enumerate(self.steps):
             out = st[-1]
             if st[0] != "ref":
-                # a Winograd step's workspace (V and M: MBs): the free buffer a step used last
-                # (read, written or used as workspace), still in cache - a workspace of its own
-                # is cold when the first Winograd layer of a forward runs (ResNet-18's first
-                # 64@56 layer: 2.04 vs 1.67 ms with it touched first); grown if needed, free
-                # again after the step
+                # a Winograd step's workspace (V and M: MBs): the free buffer still in cache
+                # (:func:`_warmth`: used - read, written or as workspace - in the last few
+                # steps, covering most of it) - a workspace of its own is cold when the first
+                # Winograd layer of a forward runs (ResNet-18's first 64@56 layer: 2.04 vs
+                # 1.67 ms with it touched first); grown if needed, free again after the step
                 need = self._scratch_bytes(st)
                 sid = None
                 if need:
