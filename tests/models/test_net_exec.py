@@ -174,3 +174,36 @@ def test_classifier_heads_run_as_gemv_and_match(batch, feat, classes, trans_b, r
         assert "fc" in kinds
         assert got.shape == ref.shape
         assert np.abs(got - ref).max() <= tol * max(1.0, float(np.abs(ref).max()))
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_winograd_workspaces_come_from_the_pool(threads):
+    """Winograd steps take their workspace from the plan's buffer pool: a buffer free at that
+    step (never the step's input, residual or output), the same results as the per-thread
+    workspace, across forwards."""
+    from mnnjit.backends.cpu.net_exec import _step_inputs, _Winograd
+    from mnnjit_models_fixtures import resnet18_onnx
+    stem = os.path.join(_DIR, "r18w16")
+    if not os.path.exists(stem + ".mnn"):
+        resnet18_onnx(stem + ".onnx", width=16, size=64, classes=10, seed=3)
+        convert(stem + ".onnx", stem + ".mnn")
+    rng = np.random.default_rng(threads)
+    xs = [rng.standard_normal((1, 3, 64, 64)).astype(np.float32) for _ in range(2)]
+    m = MNN.nn.load_module_from_file(stem + ".mnn", ["x"], [], runtime_manager=MNN.nn.create_runtime_manager({"numThread": threads}))
+    got = [np.array(m.forward(MNN.expr.const(x, [1, 3, 64, 64])).read()) for x in xs]
+    plan = m._last_plan
+    assert type(plan).__name__ == "NetPlan"
+    winos = [st for st in plan.steps if st[0] != "ref" and isinstance(st[1], _Winograd)]
+    assert winos and all(st[1].scratch is not None for st in winos)
+    for st in winos:
+        for s in _step_inputs(st) + [st[-1]]:
+            b = plan.buffers.get(s)
+            assert b is None or not np.shares_memory(b, st[1].scratch)
+        assert st[1].scratch.size >= st[1].workspace_floats(plan.order[st[2]].shape, plan.threads)
+    for x, y in zip(xs, got):
+        want, _ = _run(stem + ".mnn", x, 1 << 60)        # the reference plan
+        assert np.abs(y - want).max() <= 1e-4 * max(1.0, float(np.abs(want).max()))
+    for st in winos:                                     # the per-thread workspace: same bits
+        st[1].scratch = None
+    again = np.array(m.forward(MNN.expr.const(xs[1], [1, 3, 64, 64])).read())
+    assert np.array_equal(again, got[1])

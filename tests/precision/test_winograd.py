@@ -182,3 +182,45 @@ def test_residual_is_added_before_the_activation(C, O, H, W, act, m, f16, seed):
     assert np.abs(got.astype(np.float64) - want).max() / scale <= _tol(m, C, dt) + (1e-3 if f16 else 0)
     with pytest.raises(ValueError, match="residual"):
         wg.winograd_conv3x3(x, wg.winograd_weights(w, m), b, (1, 1, 1, 1), act, res=res[:, :, 1:])
+
+
+@settings(max_examples=25, deadline=None)
+@given(N=st.integers(1, 2), C=st.integers(1, 12), O=st.integers(1, 14), H=st.integers(3, 17),
+       W=st.integers(3, 40), m=st.sampled_from([2, 4]), f16=st.booleans(),
+       res=st.booleans(), seed=st.integers(0, 2 ** 31 - 1))
+def test_caller_workspace(N, C, O, H, W, m, f16, res, seed):
+    """A caller's ``ws`` of :func:`workspace_floats` values (e.g. a plan's pooled buffer, dirty
+    from earlier use) gives the same result as the per-thread workspace, and is written; a too
+    small, wrongly typed or overlapping one falls back to the per-thread workspace."""
+    rng = np.random.default_rng(seed)
+    dt = np.float16 if f16 else np.float32
+    x = rng.standard_normal((N, C, H, W)).astype(dt)
+    wt = wg.winograd_weights(rng.standard_normal((O, C, 3, 3)).astype(np.float32), m)
+    b = rng.standard_normal(O).astype(np.float32)
+    r = rng.standard_normal((N, O, H, W)).astype(dt) if res else None
+    want = wg.winograd_conv3x3(x, wt, b, (1, 1, 1, 1), "relu", res=r)
+    need = wg.workspace_floats(x.shape, wt, (1, 1, 1, 1))
+    ws = np.full(need + 5, np.nan, np.float32)          # garbage must not leak into results
+    got = wg.winograd_conv3x3(x, wt, b, (1, 1, 1, 1), "relu", res=r, ws=ws)
+    assert np.array_equal(got, want)
+    assert not np.isnan(ws[:need]).all()                 # the caller's workspace was used
+    small = np.full(need - 1, np.nan, np.float32)
+    assert np.array_equal(wg.winograd_conv3x3(x, wt, b, (1, 1, 1, 1), "relu", res=r, ws=small), want)
+    assert np.isnan(small).all()                         # too small: not touched
+    out = np.empty_like(want)
+    for bad in (np.zeros(need, np.float64), out.reshape(-1).view(np.uint8)[:0]):
+        assert np.array_equal(wg.winograd_conv3x3(x, wt, b, (1, 1, 1, 1), "relu", res=r, ws=bad),
+                              want)
+    # a workspace overlapping the output is refused (the output stays right)
+    big = np.zeros(max(need, want.size) * 2 + 8, np.float32)
+    o2 = big[:want.size].view(np.float32).reshape(want.shape) if dt == np.float32 else None
+    if o2 is not None:
+        wg.winograd_conv3x3(x, wt, b, (1, 1, 1, 1), "relu", out=o2, res=r, ws=big)
+        assert np.array_equal(o2, want)
+
+
+def test_workspace_floats_checks_its_input():
+    wt = wg.winograd_weights(np.ones((2, 3, 3, 3), np.float32), 2)
+    assert wg.workspace_floats((1, 3, 8, 8), wt, (1, 1, 1, 1), 1) > 0
+    with pytest.raises(ValueError, match="no output"):
+        wg.workspace_floats((1, 3, 1, 1), wt, (0, 0, 0, 0), 1)

@@ -39,7 +39,7 @@ from .fp16 import load
 from .fp16_kernels import _act_code, _keep_alive, _store_act, _writable, storage_view
 
 __all__ = ["WinogradWeights", "transform_matrices", "winograd_weights", "winograd_conv3x3",
-           "choose", "POINTS"]
+           "workspace_floats", "choose", "POINTS"]
 
 #: finite interpolation points per output tile size (the last point is infinity)
 POINTS = {2: (0, 1, -1), 4: (0, 1, -1, Fraction(1, 2), Fraction(-1, 2))}
@@ -504,11 +504,39 @@ def _blocks(N: int, C: int, O: int, ntile: int, m: int, threads: int) -> Tuple[i
     return T, -(-OB // MR) * MR          # whole micro-kernel panels per task
 
 
+def _layout(N: int, C: int, O: int, OH: int, OW: int, m: int, threads: int,
+            blocks: Optional[Tuple[int, int]] = None) -> Tuple[int, int, int, int]:
+    """(tiles per task, output channels per task, workspace rows, floats per row) of a call."""
+    ntile = -(-OH // m) * -(-OW // m)
+    T, OB = blocks if blocks else _blocks(N, C, O, ntile, m, threads)
+    if T < 1 or OB < 1:
+        raise ValueError(f"winograd_conv3x3: blocks must be positive, got {(T, OB)}")
+    T, OB = int(min(T, ntile)), int(min(-(-OB // MR) * MR, O))   # blocks of whole panels
+    nchunk = max(1, min(threads, N * -(-ntile // T) * -(-O // OB)))
+    return T, OB, nchunk, _ws_size(C, OB, T, -(-OW // m), m)
+
+
+def workspace_floats(x_shape: Sequence[int], wt: WinogradWeights, pads=(0, 0, 0, 0),
+                     threads: Optional[int] = None) -> int:
+    """float32 values of the workspace :func:`winograd_conv3x3` uses for an input of
+    ``x_shape`` at ``threads`` threads (default: Numba's current count); a caller passing a
+    ``ws`` at least this large saves the module's own per-thread workspace."""
+    N, C, H, W = (int(v) for v in x_shape)
+    OH = H + int(pads[0]) + int(pads[1]) - 2
+    OW = W + int(pads[2]) + int(pads[3]) - 2
+    if OH <= 0 or OW <= 0 or N == 0:
+        raise ValueError(f"workspace_floats: no output for input {list(x_shape)}, pads {pads}")
+    _, _, nchunk, size = _layout(N, C, wt.out_channels, OH, OW, wt.m,
+                                 threads or get_num_threads())
+    return nchunk * size
+
+
 def winograd_conv3x3(x: np.ndarray, wt: WinogradWeights, bias: Optional[np.ndarray],
                      pads=(0, 0, 0, 0), act: str = "", out: Optional[np.ndarray] = None,
                      stride=(1, 1), dilation=(1, 1), group: int = 1,
                      blocks: Optional[Tuple[int, int]] = None,
-                     res: Optional[np.ndarray] = None) -> np.ndarray:
+                     res: Optional[np.ndarray] = None,
+                     ws: Optional[np.ndarray] = None) -> np.ndarray:
     """3x3 convolution, stride 1, dilation 1, group 1, NCHW, by Winograd F(wt.m, 3).
 
     ``x`` float32 or float16 ``[N, C, H, W]`` (output storage = input storage), ``wt`` from
@@ -517,7 +545,9 @@ def winograd_conv3x3(x: np.ndarray, wt: WinogradWeights, bias: Optional[np.ndarr
     of x's dtype to write into. ``stride``/``dilation``/``group`` exist only to be checked
     (anything but 1 raises ValueError). ``blocks`` = (tiles per task, output channels per task)
     overrides the automatic blocking (for benchmarks). ``res``: an array like the output added
-    before the activation (a residual connection)."""
+    before the activation (a residual connection). ``ws``: a float32 C-contiguous workspace of
+    at least :func:`workspace_floats` values (e.g. from a caller's buffer pool, still in cache);
+    a smaller or missing one falls back to the per-thread workspace."""
     if not isinstance(wt, WinogradWeights):
         raise TypeError(f"winograd_conv3x3: wt must come from winograd_weights(), got "
                         f"{type(wt).__name__}")
@@ -562,13 +592,14 @@ def winograd_conv3x3(x: np.ndarray, wt: WinogradWeights, bias: Optional[np.ndarr
         raise ValueError(f"winograd_conv3x3: residual must be a {x.dtype} array of shape "
                          f"{shape}, got {res.dtype} {res.shape}")
     m = wt.m
-    ntile = -(-OH // m) * -(-OW // m)
-    T, OB = blocks if blocks else _blocks(N, C, O, ntile, m, get_num_threads())
-    if T < 1 or OB < 1:
-        raise ValueError(f"winograd_conv3x3: blocks must be positive, got {(T, OB)}")
-    T, OB = int(min(T, ntile)), int(min(-(-OB // MR) * MR, O))   # blocks of whole panels
-    nchunk = max(1, min(get_num_threads(), N * -(-ntile // T) * -(-O // OB)))
-    ws = _workspace(nchunk, _ws_size(C, OB, T, -(-OW // m), m))
+    T, OB, nchunk, size = _layout(N, C, O, OH, OW, m, get_num_threads(), blocks)
+    if ws is not None and ws.dtype == np.float32 and ws.ndim == 1 and ws.flags.c_contiguous \
+            and ws.flags.writeable and ws.size >= nchunk * size \
+            and not np.may_share_memory(ws, x) and not np.may_share_memory(ws, out) \
+            and (res is None or not np.may_share_memory(ws, res)):
+        ws = ws[:nchunk * size].reshape(nchunk, size)
+    else:
+        ws = _workspace(nchunk, size)
     so = storage_view(out)
     _k_wino(storage_view(np.ascontiguousarray(x)), wt.u, b, so, m, pads[0], pads[2], T, OB, code,
             ws, so if res is None else storage_view(np.ascontiguousarray(res)), res is not None)
