@@ -112,3 +112,23 @@ def test_mobilenet_steps_run_bound_and_match_real_mnn(shared_dir):
     kinds = [c.__name__ for c in m._last_plan._calls]
     assert kinds.count("call_bound") >= 30
     assert np.abs(got - want).max() <= 1e-3 * max(1.0, float(np.abs(want).max()))
+
+
+@pytest.mark.parametrize("m,residual", [(2, False), (4, True)])
+def test_bound_winograd_matches_the_call(m, residual):
+    """``winograd_conv3x3(launch_only=True)`` checks its arguments and returns the launch that,
+    bound, computes what the call computes."""
+    from mnnjit.backends.cpu import winograd as W
+    rng = np.random.default_rng(m)
+    x = rng.standard_normal((1, 5, 13, 11)).astype(np.float32)
+    wt = W.winograd_weights(rng.standard_normal((7, 5, 3, 3)).astype(np.float32), m)
+    b = rng.standard_normal(7).astype(np.float32)
+    res = rng.standard_normal((1, 7, 13, 11)).astype(np.float32) if residual else None
+    want = W.winograd_conv3x3(x, wt, b, (1, 1, 1, 1), "relu", res=res)
+    out = np.full_like(want, np.nan)
+    call = bind_launch(W.winograd_conv3x3(x, wt, b, (1, 1, 1, 1), "relu", out, res=res, launch_only=True))
+    call()
+    call()
+    np.testing.assert_array_equal(out, want)
+    with pytest.raises(ValueError, match="channels"):
+        W.winograd_conv3x3(x[:, :4], wt, b, (1, 1, 1, 1), "relu", out, launch_only=True)

@@ -407,7 +407,7 @@ class NetPlan:
         if kind == "pool":
             a, o = args
             return K._k_pool, (a, o, *st[1])
-        launch = getattr(st[1], "launch", None) if kind in ("conv", "dw", "xdw", "fc", "convres") else None
+        launch = getattr(st[1], "launch", None) if kind in ("conv", "dw", "xdw", "fc", "convres", "wino") else None
         if launch is None:
             return None
         if kind == "convres":
@@ -555,6 +555,17 @@ class _Winograd:
         """float32 values of workspace a call on ``in_shape`` takes at ``threads`` threads."""
         from . import winograd
         return winograd.workspace_floats(in_shape, self.wt, self.pads, threads)
+
+    def launch(self, x: np.ndarray, out: np.ndarray, res: Optional[np.ndarray] = None):
+        """The kernel and arguments of :meth:`run` on these C-contiguous storage arrays (see
+        :func:`.launch.bind_launch`), or None."""
+        if not all(a is None or a.flags.c_contiguous for a in (x, out, res)):
+            return None
+        if x.dtype == np.uint16:
+            x, out = x.view(np.float16), out.view(np.float16)
+            res = None if res is None else res.view(np.float16)
+        return self._conv(x, self.wt, self.bias, self.pads, self.act, out, res=res, ws=self.scratch,
+                          launch_only=True)
 
     def run(self, x: np.ndarray, out: np.ndarray, res: Optional[np.ndarray] = None) -> np.ndarray:
         """Compute into ``out`` (storage arrays: float32 or uint16 half bits); ``res`` (like

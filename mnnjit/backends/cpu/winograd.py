@@ -536,7 +536,7 @@ def winograd_conv3x3(x: np.ndarray, wt: WinogradWeights, bias: Optional[np.ndarr
                      stride=(1, 1), dilation=(1, 1), group: int = 1,
                      blocks: Optional[Tuple[int, int]] = None,
                      res: Optional[np.ndarray] = None,
-                     ws: Optional[np.ndarray] = None) -> np.ndarray:
+                     ws: Optional[np.ndarray] = None, launch_only: bool = False):
     """3x3 convolution, stride 1, dilation 1, group 1, NCHW, by Winograd F(wt.m, 3).
 
     ``x`` float32 or float16 ``[N, C, H, W]`` (output storage = input storage), ``wt`` from
@@ -547,7 +547,9 @@ def winograd_conv3x3(x: np.ndarray, wt: WinogradWeights, bias: Optional[np.ndarr
     overrides the automatic blocking (for benchmarks). ``res``: an array like the output added
     before the activation (a residual connection). ``ws``: a float32 C-contiguous workspace of
     at least :func:`workspace_floats` values (e.g. from a caller's buffer pool, still in cache);
-    a smaller or missing one falls back to the per-thread workspace."""
+    a smaller or missing one falls back to the per-thread workspace. ``launch_only``: check
+    everything but return ``(kernel, args)`` instead of running (see :func:`.launch.bind_launch`;
+    the workspace is then the one chosen now, so ``out`` must be given)."""
     if not isinstance(wt, WinogradWeights):
         raise TypeError(f"winograd_conv3x3: wt must come from winograd_weights(), got "
                         f"{type(wt).__name__}")
@@ -601,8 +603,11 @@ def winograd_conv3x3(x: np.ndarray, wt: WinogradWeights, bias: Optional[np.ndarr
     else:
         ws = _workspace(nchunk, size)
     so = storage_view(out)
-    _k_wino(storage_view(np.ascontiguousarray(x)), wt.u, b, so, m, pads[0], pads[2], T, OB, code,
+    args = (storage_view(np.ascontiguousarray(x)), wt.u, b, so, m, pads[0], pads[2], T, OB, code,
             ws, so if res is None else storage_view(np.ascontiguousarray(res)), res is not None)
+    if launch_only:
+        return _k_wino, args
+    _k_wino(*args)
     return out
 
 
