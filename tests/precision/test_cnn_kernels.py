@@ -353,13 +353,9 @@ def test_expand_depthwise_matches_the_two_steps(n, c, o, h, w, ks, pad, act1, ac
     assert np.abs(got - ref).max() <= tol
 
 
-@pytest.mark.parametrize("c,o,h,w,s", [(5, 13, 66, 34, 2), (3, 7, 112, 112, 2), (4, 9, 30, 32, 2),
-                                       (6, 8, 70, 40, 1), (2, 3, 8, 2200, 2)])
-@pytest.mark.parametrize("half", [False, True])
-def test_expand_depthwise_plane_bodies(c, o, h, w, s, half):
-    """Each depthwise plane body the fused kernel calls (stride 2 on column halves up to 32
-    wide, on quarter planes band by band beyond; stride 1 banded): the numbers of the two
-    kernels run apart."""
+def _fused_matches_apart(c, o, h, w, s, half, act2):
+    """Run a 1x1 convolution (relu6) and the 3x3 pads-1 depthwise one (``act2``) apart and fused;
+    assert the same numbers; return the fused :class:`ExpandDepthwise`."""
     from mnnjit.backends.cpu.expand_dw import ExpandDepthwise
     rng = np.random.default_rng(c + h + w)
     x = rng.standard_normal((1, c, h, w)).astype(np.float32)
@@ -367,7 +363,7 @@ def test_expand_depthwise_plane_bodies(c, o, h, w, s, half):
     e = K.ConvGemm(K.PackedWeights.from_dense(w1), rng.standard_normal(o).astype(np.float32), x.shape,
                    (1, 1), act="relu6")
     d = Depthwise(rng.standard_normal((o, 9)).astype(np.float32), rng.standard_normal(o).astype(np.float32),
-                  e.out_shape, (3, 3), (s, s), (1, 1, 1, 1), (1, 1), "relu6")
+                  e.out_shape, (3, 3), (s, s), (1, 1, 1, 1), (1, 1), act2)
     f = ExpandDepthwise(e, d)
     xs = storage_view(to_f16(x)) if half else x
     mid, apart, fused = (np.empty(e.out_shape, xs.dtype), np.empty(d.out_shape, xs.dtype),
@@ -377,6 +373,17 @@ def test_expand_depthwise_plane_bodies(c, o, h, w, s, half):
     f.run(xs, fused)
     a32, f32 = (to_f32(apart.view(np.float16)), to_f32(fused.view(np.float16))) if half else (apart, fused)
     assert np.abs(a32 - f32).max() <= (2e-3 if half else 1e-5) * max(1.0, float(np.abs(a32).max()))
+    return f
+
+
+@pytest.mark.parametrize("c,o,h,w,s", [(5, 13, 66, 34, 2), (3, 7, 112, 112, 2), (4, 9, 30, 32, 2),
+                                       (6, 8, 70, 40, 1), (2, 3, 8, 2200, 2)])
+@pytest.mark.parametrize("half", [False, True])
+def test_expand_depthwise_plane_bodies(c, o, h, w, s, half):
+    """Each depthwise plane body the fused kernel calls (stride 2 on column halves up to 32
+    wide, on quarter planes band by band beyond; stride 1 banded): the numbers of the two
+    kernels run apart."""
+    _fused_matches_apart(c, o, h, w, s, half, "relu6")
 
 
 @pytest.mark.parametrize("c,o,hw,s", [(160, 30, 7, 1), (128, 20, 8, 2), (144, 13, 5, 1)])
@@ -384,24 +391,7 @@ def test_expand_depthwise_plane_bodies(c, o, h, w, s, half):
 def test_expand_depthwise_packed_input_blocks(c, o, hw, s, half):
     """Wide expansions on small planes copy their input blocks to contiguous rows first
     (``packed``): the same numbers as the two kernels run apart."""
-    from mnnjit.backends.cpu.expand_dw import ExpandDepthwise
-    rng = np.random.default_rng(c + hw)
-    x = rng.standard_normal((1, c, hw, hw)).astype(np.float32)
-    w1 = (rng.standard_normal((o, c)) / np.sqrt(c)).astype(np.float32)
-    e = K.ConvGemm(K.PackedWeights.from_dense(w1), rng.standard_normal(o).astype(np.float32), x.shape,
-                   (1, 1), act="relu6")
-    d = Depthwise(rng.standard_normal((o, 9)).astype(np.float32), rng.standard_normal(o).astype(np.float32),
-                  e.out_shape, (3, 3), (s, s), (1, 1, 1, 1), (1, 1), "relu")
-    f = ExpandDepthwise(e, d)
-    assert f.packed
-    xs = storage_view(to_f16(x)) if half else x
-    mid, apart, fused = (np.empty(e.out_shape, xs.dtype), np.empty(d.out_shape, xs.dtype),
-                         np.empty(d.out_shape, xs.dtype))
-    e.run(xs, mid)
-    d.run(mid, apart)
-    f.run(xs, fused)
-    a32, f32 = (to_f32(apart.view(np.float16)), to_f32(fused.view(np.float16))) if half else (apart, fused)
-    assert np.abs(a32 - f32).max() <= (2e-3 if half else 1e-5) * max(1.0, float(np.abs(a32).max()))
+    assert _fused_matches_apart(c, o, hw, hw, s, half, "relu").packed
 
 
 @pytest.mark.parametrize("o,group", [(1, 1), (2, 1), (3, 1), (4, 1), (5, 1), (8, 1), (10, 1), (16, 1),

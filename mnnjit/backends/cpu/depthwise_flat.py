@@ -245,6 +245,18 @@ def _s2_split(src, E, O, OH, OW):
 
 
 @njit(inline="always")
+def _s2_taps(acc, n, ml, wc, b, t0, t1, t2, t3, t4, t5, t6, t7, t8):
+    """acc[k] = b + sum of wc[i] * t_i[k] for k < n, the left-column taps (0, 3, 6) dropped where
+    ``ml[k]`` is 0: the stride-2 stencil, each tap a slice indexed from 0."""
+    w0, w1, w2, w3, w4, w5, w6, w7, w8 = wc[0], wc[1], wc[2], wc[3], wc[4], wc[5], wc[6], wc[7], wc[8]
+    zero = np.float32(0.0)
+    for k in range(n):
+        left = w0 * t0[k] + w3 * t3[k] + w6 * t6[k]
+        acc[k] = (b + w1 * t1[k] + w2 * t2[k] + w4 * t4[k] + w5 * t5[k] + w7 * t7[k]
+                  + w8 * t8[k] + (left if ml[k] != zero else zero))
+
+
+@njit(inline="always")
 def _s2_split_halves(src, A, B, n2, OW):
     """A, B (after OW+1 zeros) = the even and odd columns of the plane ``src`` [n2*2]."""
     P = OW + 1
@@ -261,18 +273,11 @@ def _s2_rows_halves(A, B, R, OW, ml, acc, wc, b, dst, act):
     with k = oy*2*OW + ox (row 2*oy of the halves), rows 2oy-1, 2oy, 2oy+1 are k-OW, k, k+OW and
     column 2ox-1 is B at k-1 (dropped at ox == 0); the odd rows' k are computed and skipped."""
     P = OW + 1
-    nk = R * 2 * OW - OW
-    a0, a1, a2 = A[P - OW:], A[P:], A[P + OW:]
-    b0, b1, b2 = B[P - OW - 1:], B[P - OW:], B[P - 1:]
-    b3, b4, b5 = B[P:], B[P + OW - 1:], B[P + OW:]
-    w0, w1, w2, w3, w4, w5, w6, w7, w8 = wc[0], wc[1], wc[2], wc[3], wc[4], wc[5], wc[6], wc[7], wc[8]
-    zero = np.float32(0.0)
-    for k in range(nk):
-        left = w0 * b0[k] + w3 * b2[k] + w6 * b4[k]
-        acc[k] = (b + w1 * a0[k] + w2 * b1[k] + w4 * a1[k] + w5 * b3[k] + w7 * a2[k]
-                  + w8 * b5[k] + (left if ml[k] != zero else zero))
+    _s2_taps(acc, R * 2 * OW - OW, ml, wc, b,
+             B[P - OW - 1:], A[P - OW:], B[P - OW:], B[P - 1:], A[P:], B[P:], B[P + OW - 1:],
+             A[P + OW:], B[P + OW:])
     for oy in range(R):
-        _store_act(dst, oy * OW, acc, oy * 2 * OW, zero, OW, act)
+        _store_act(dst, oy * OW, acc, oy * 2 * OW, np.float32(0.0), OW, act)
 
 
 @njit(inline="always")
@@ -284,16 +289,10 @@ def _s2_rows(E, O, k0, n, OH, OW, ml, acc, wc, b, dst, act):
     # input rows 2oy-1, 2oy, 2oy+1 are odd row oy-1, even row oy, odd row oy; columns 2ox-1,
     # 2ox, 2ox+1 are odd column ox-1, even column ox, odd column ox: every tap is a quarter
     # plane at k plus a constant (each its own slice from 0)
-    ob0, oa1, ob1 = O[L + k0:], O[k0 + 1:], O[L + k0 + 1:]
-    eb3, ea4, eb5 = E[L + k0 + OW:], E[k0 + P:], E[L + k0 + P:]
-    ob6, oa7, ob8 = O[L + k0 + OW:], O[k0 + P:], O[L + k0 + P:]
-    w0, w1, w2, w3, w4, w5, w6, w7, w8 = wc[0], wc[1], wc[2], wc[3], wc[4], wc[5], wc[6], wc[7], wc[8]
-    zero = np.float32(0.0)
-    for k in range(n):
-        left = w0 * ob0[k] + w3 * eb3[k] + w6 * ob6[k]
-        acc[k] = (b + w1 * oa1[k] + w2 * ob1[k] + w4 * ea4[k] + w5 * eb5[k] + w7 * oa7[k]
-                  + w8 * ob8[k] + (left if ml[k] != zero else zero))
-    _store_act(dst, k0, acc, 0, zero, n, act)
+    _s2_taps(acc, n, ml, wc, b,
+             O[L + k0:], O[k0 + 1:], O[L + k0 + 1:], E[L + k0 + OW:], E[k0 + P:], E[L + k0 + P:],
+             O[L + k0 + OW:], O[k0 + P:], O[L + k0 + P:])
+    _store_act(dst, k0, acc, 0, np.float32(0.0), n, act)
 
 
 @njit(inline="always")
