@@ -204,7 +204,10 @@ class Gemv:
         (float32 storage, ``x`` not transposed; see :func:`.launch.bind_launch`), else None."""
         if x.dtype == np.uint16 or out.dtype == np.uint16 or self.x_transposed:
             return None
-        rows, flat = x.reshape(self.M, self.K), out.reshape(-1)
+        return self._kernel(x.reshape(self.M, self.K), out.reshape(-1))
+
+    def _kernel(self, rows: np.ndarray, flat: np.ndarray) -> Tuple[Callable, tuple]:
+        """The kernel and arguments writing the outputs of float32 ``rows`` [M, K] into ``flat``."""
         if self.ntask > 1:
             return _rows_parallel, (self.w, rows, self.bias, flat, self.sm, self.sn, self.code,
                                     self.ntask)
@@ -220,10 +223,8 @@ class Gemv:
             rows = x.reshape(self.M, self.K)
         half = out.dtype == np.uint16
         flat = self._tmp if half else out.reshape(-1)
-        if self.ntask > 1:
-            _rows_parallel(self.w, rows, self.bias, flat, self.sm, self.sn, self.code, self.ntask)
-        else:
-            _rows(self.w, rows, self.bias, flat, self.sm, self.sn, self.code, 0, self.N)
+        kernel, args = self._kernel(rows, flat)
+        kernel(*args)
         if half:
             out.view(np.float16).reshape(-1)[...] = flat
         return out

@@ -373,21 +373,14 @@ class NetPlan:
         if kind == "convres":
             op = st[1]
             return lambda x, r, o: op.run(x, o, r)
-        if kind == "add":
-            code = st[1]
-            return lambda a, b, o: K._k_add(a.reshape(-1), b.reshape(-1), o.reshape(-1), code)
-        if kind == "act":
-            code = st[1]
-            return lambda a, o: K._k_act(a.reshape(-1), o.reshape(-1), code)
-        if kind == "gap":
-            small = int(np.prod(self.order[st[1]].shape)) < K.GAP_SERIAL_MAX
-            gap = K._k_global_avg_serial if small else K._k_global_avg
-            return lambda a, o: gap(a.reshape(a.shape[0] * a.shape[1], -1), o.reshape(-1))
         if kind == "maxpool":
             args = st[1]
             return lambda a, o: max_pool2d(a, o, *args)
-        args = st[1]
-        return lambda a, o: K._k_pool(a, o, *args)
+
+        def one_kernel(*arrays):    # gap, add, act, pool: the kernel of _launch_spec
+            kernel, args = self._launch_spec(st, arrays)
+            kernel(*args)
+        return one_kernel
 
     def _launch_spec(self, st: list, args: tuple):
         """(kernel, arguments) of a kernel step on fixed storage arrays ``args`` (inputs, then
