@@ -32,7 +32,7 @@ from numba.extending import overload
 
 from .fp16 import load
 from .intrinsics import deinterleave8_f32
-from .fp16_kernels import _store_act
+from .fp16_kernels import _store_act, _store_rows_act
 
 __all__ = ["choose_path", "s1_banded", "s2_banded", "flat_kernel"]
 
@@ -276,8 +276,7 @@ def _s2_rows_halves(A, B, R, OW, ml, acc, wc, b, dst, act):
     _s2_taps(acc, R * 2 * OW - OW, ml, wc, b,
              B[P - OW - 1:], A[P - OW:], B[P - OW:], B[P - 1:], A[P:], B[P:], B[P + OW - 1:],
              A[P + OW:], B[P + OW:])
-    for oy in range(R):
-        _store_act(dst, oy * OW, acc, oy * 2 * OW, np.float32(0.0), OW, act)
+    _store_rows_act(dst, acc, R, OW, 2 * OW, act)
 
 
 @njit(inline="always")

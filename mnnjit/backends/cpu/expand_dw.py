@@ -29,6 +29,7 @@ from .depthwise_flat import (_S2_HALVES_MAX_W, _dw3_plane_s1, _dw3_plane_s1_band
                              _flat_s2_scratch)
 from .fp16_kernels import _keep_alive
 from .gemm_tile import MR, NR
+from .intrinsics import borrow
 
 __all__ = ["ExpandDepthwise"]
 
@@ -133,26 +134,32 @@ def _xdw_task(x, w, kind, codes8, codes4, scale, offset, bs, bias, act1,
     q1 = (ch + 1) * npanel // nchunk
     if q1 <= q0:
         return
+    # scratch arrays are used through borrowed views (intrinsics.borrow: no atomic reference
+    # counts per slice and per inlined call in this serial task), kept alive below
     if kind == 0:
-        wp = w[q0 * K * MR:q1 * K * MR]
+        wq = w[q0 * K * MR:q1 * K * MR]
     else:
-        wp = np.empty((q1 - q0) * K * MR, w.dtype)
-        _deq_panels(kind, codes8, codes4, scale, offset, bs, 0, O, q0, q1, K, wp)
-    mid = np.empty((MR, P), x.dtype)
-    ctile = np.empty(MR * NR, x.dtype)
-    btile = np.empty((K, NR), x.dtype)
+        wq = np.empty((q1 - q0) * K * MR, w.dtype)
+        _deq_panels(kind, codes8, codes4, scale, offset, bs, 0, O, q0, q1, K, wq)
+    wp = borrow(wq)
+    mid_a = np.empty((MR, P), x.dtype)
+    ctile_a = np.empty(MR * NR, x.dtype)
+    btile_a = np.empty((K, NR), x.dtype)
+    mid, ctile, btile = borrow(mid_a), borrow(ctile_a), borrow(btile_a)
     if tail:
         _pack_tail(btile, xflat[n], nfull * NR, K, tail)
     # with ``packed``: the input's whole 16-column blocks copied to contiguous rows, once per task
-    xpk = np.empty((nfull if packed else 1, K if packed else 1, NR), x.dtype)
+    xpk_a = np.empty((nfull if packed else 1, K if packed else 1, NR), x.dtype)
+    xpk = borrow(xpk_a)
     if packed:
         for jb in range(nfull):
             _copy_block(xpk[jb], xflat[n], jb * NR, K)
     # the depthwise scratch of the flat body (four float32 vectors)
     if s2:
-        s0, s1, s2v, s3 = _flat_s2_scratch(H, W)
+        t0, t1, t2, t3 = _flat_s2_scratch(H, W)
     else:
-        s0, s1, s2v, s3 = _flat_s1_scratch(H, W)
+        t0, t1, t2, t3 = _flat_s1_scratch(H, W)
+    s0, s1, s2v, s3 = borrow(t0), borrow(t1), borrow(t2), borrow(t3)
     for q in range(q0, q1):
         _expand_panel(x, n, wp, q, q0, K, P, bias, reg_act, act1, mid, btile, ctile, tail, xpk,
                       packed)
@@ -167,9 +174,11 @@ def _xdw_task(x, w, kind, codes8, codes4, scale, offset, bs, bias, act1,
                                  act2)
         else:
             _dw_planes_s1(mid, rows, s0, s1, s2v, s3, dw_w, dw_b, q * MR, out2, n * O, W, act2)
-    _keep_alive(mid, ctile)
-    _keep_alive(btile, wp)
-    _keep_alive(xpk, xpk)
+    _keep_alive(mid_a, ctile_a)
+    _keep_alive(btile_a, wq)
+    _keep_alive(xpk_a, t0)
+    _keep_alive(t1, t2)
+    _keep_alive(t3, t3)
 
 
 @njit(parallel=True, cache=True)

@@ -82,6 +82,35 @@ def _store_act(dst, d0, src, s0, b, n, act):
 
 
 @njit(inline="always")
+def _store_rows_act(dst, src, rows, n, ss, act):
+    """dst[r*n + j] = act(src[r*ss + j]) for r < rows, j < n: :func:`_store_act` for a block of
+    rows, with the two slices made once and unsigned indices (no negative-index fix-up, so the
+    inner loop vectorises without a slice per row). A slice made per row inside a loop costs an
+    atomic reference-count pair in a serial kernel (one not run as the body of a ``prange``).
+    Measured on the 7-value output rows of 576 14x14 stride-2 depthwise planes: 0.045 ms with
+    :func:`_store_act` per row in a serial kernel (0.021 in a ``prange`` body), 0.012 here."""
+    d = dst[:rows * n]
+    s = src[:(rows - 1) * ss + n]
+    if act == 0:
+        for r in range(rows):
+            for j in range(n):
+                store(d, np.uint64(r * n + j), load(s, np.uint64(r * ss + j)))
+    elif act == 1:
+        for r in range(rows):
+            for j in range(n):
+                store(d, np.uint64(r * n + j), max(load(s, np.uint64(r * ss + j)), np.float32(0.0)))
+    elif act == 2:
+        for r in range(rows):
+            for j in range(n):
+                store(d, np.uint64(r * n + j),
+                      min(max(load(s, np.uint64(r * ss + j)), np.float32(0.0)), np.float32(6.0)))
+    else:
+        for r in range(rows):
+            for j in range(n):
+                store(d, np.uint64(r * n + j), _act(load(s, np.uint64(r * ss + j)), act))
+
+
+@njit(inline="always")
 def _add_act(dst, a, b, i0, n, act):
     """dst[i] = act(a[i] + b[i]) for i in i0 .. i0+n (activation switch outside the loops)."""
     d = dst[i0:i0 + n]

@@ -23,6 +23,7 @@ import numpy as np
 from numba import njit, prange
 
 from .fp16 import load
+from .intrinsics import borrow
 
 __all__ = ["Gemv", "MAX_ROWS", "fc_operands", "gemv", "matmul_gemv", "weights_nk"]
 
@@ -56,6 +57,9 @@ def _rows(w, x, bias, out, sm, sn, act, r0, r1):
     ahead of the block made it slower.)"""
     K = w.shape[1]
     M = x.shape[0]
+    # borrowed views: the per-block slices cost no atomic reference counts (intrinsics.borrow);
+    # the caller holds the arrays
+    w, x, bias, out = borrow(w), borrow(x), borrow(bias), borrow(out)
     n = r0
     while n + BLOCK <= r1:
         w0 = w[n, :K]

@@ -16,7 +16,7 @@ from llvmlite import ir
 from numba import njit, types
 from numba.extending import intrinsic
 
-INTRINSICS_VERSION = 3
+INTRINSICS_VERSION = 4
 
 
 @intrinsic
@@ -61,6 +61,25 @@ def deinterleave8_f32(typingctx, src, even, odd):
             builder.store(half, builder.inttoptr(addr, v8.as_pointer()), align=4)
         return context.get_dummy_value()
     return types.void(types.int64, types.int64, types.int64), codegen
+
+
+@intrinsic
+def borrow(typingctx, a):
+    """A view of array ``a`` without its owner reference (null meminfo and parent): the same
+    data, shape and strides. Numba counts references to an array with atomic operations on every
+    slice of it and every array passed into an inlined function; on a borrowed view (and on its
+    slices) those are no-ops, as on the arrays a ``prange`` body receives. The caller keeps ``a``
+    alive (used after the view's last use, e.g. :func:`.fp16_kernels._keep_alive`)."""
+    if not isinstance(a, types.Array):
+        return None
+
+    def codegen(context, builder, signature, args):
+        from numba.core import cgutils
+        view = cgutils.create_struct_proxy(signature.args[0])(context, builder, value=args[0])
+        view.meminfo = cgutils.get_null_value(view.meminfo.type)
+        view.parent = cgutils.get_null_value(view.parent.type)
+        return view._getvalue()
+    return a(a), codegen
 
 
 @njit(inline="always", cache=True)
