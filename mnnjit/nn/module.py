@@ -171,18 +171,27 @@ class _Module:
     def forward(self, inputs: Any) -> Var | list[Var]:
         """Run the model: a list of outputs for a list of inputs, the first output for one Var."""
         keys = self._fast_keys
-        if keys is not None and type(inputs) is Var and len(keys) == 1:
-            # one Var of the last call's shape, dtype and format: onForward's fast path written
-            # out (a tiny model's forward is a few microseconds; each call level counts)
-            node = inputs._node
-            shape, dtype, fmt = keys[0]
-            if node.shape == shape and node.dtype is dtype and node.fmt == fmt:
-                arr = node.value if node.live else node._value
-                if arr is not None:
-                    plan = self._last_plan
-                    if self._threads and getattr(plan, "_fast", None) is None:
-                        _set_threads(self._threads)
-                    return _out_var(plan.run([arr])[0], plan.out_fmts[0])
+        if keys is not None and len(keys) == 1:
+            # one Var (alone or in a list) of the last call's shape, dtype and format:
+            # onForward's fast path written out (a tiny model's forward takes a few microseconds,
+            # each call level counts)
+            kind = type(inputs)
+            v = inputs if kind is Var else (
+                inputs[0] if (kind is list or kind is tuple) and len(inputs) == 1 else None)
+            if type(v) is Var:
+                node = v._node
+                shape, dtype, fmt = keys[0]
+                if node.shape == shape and node.dtype is dtype and node.fmt == fmt:
+                    arr = node.value if node.live else node._value
+                    if arr is not None:
+                        plan = self._last_plan
+                        if self._threads and getattr(plan, "_fast", None) is None:
+                            _set_threads(self._threads)
+                        outs = plan.run([arr])
+                        fmts = plan.out_fmts
+                        if kind is Var:
+                            return _out_var(outs[0], fmts[0])
+                        return [_out_var(a, f) for a, f in zip(outs, fmts)]
         outs = self.onForward(inputs)
         if isinstance(inputs, (Var, np.ndarray)):
             return outs[0]
