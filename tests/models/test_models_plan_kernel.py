@@ -171,3 +171,27 @@ def test_plan_compiles_after_the_configured_number_of_forwards(monkeypatch) -> N
         m.forward(x)
         states.append(_compiled(m))
     assert states == [False, False, False, False, True, True]  # step loop, 3 warm calls, compiled
+
+
+def test_two_inputs_two_outputs_fill_fresh_arrays() -> None:
+    a = F.placeholder([2, 3])
+    b = F.placeholder([3, 4])
+    h = B.make_node("matmul_ex", [a._node, b._node], {"act": "relu"})
+    s = B.make_node("softmax", [h], {"axis": 1})
+    mod = nn.load_module([a, b], [B.wrap(h), B.wrap(s)])
+    rng = np.random.default_rng(5)
+    results = []
+    for k in range(4):
+        av = rng.standard_normal((2, 3)).astype(np.float32)
+        bv = rng.standard_normal((3, 4)).astype(np.float32)
+        outs = mod.forward([F.const(av, [2, 3]), F.const(bv, [3, 4])])
+        results.append((outs, [o.read().copy() for o in outs], av, bv))
+    assert _compiled(mod)
+    for outs, firsts, av, bv in results:  # held outputs keep their values, and they are right
+        hv = np.maximum(av @ bv, 0)
+        ev = np.exp(hv - hv.max(1, keepdims=True))
+        np.testing.assert_allclose(outs[0].read(), hv, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(outs[1].read(), ev / ev.sum(1, keepdims=True), rtol=1e-5,
+                                   atol=1e-6)
+        for o, f in zip(outs, firsts):
+            np.testing.assert_array_equal(o.read(), f)
