@@ -107,6 +107,8 @@ def test_depthwise_matches_reference(case, half):
     ((1, 64, 7, 7), 7, 3, 1, (1, 1, 1, 1)),       # 3x3 s1 on 7x7, 2-row column chunks
     ((1, 5, 9, 11), 8, 3, 3, (0, 2, 1, 0)),       # stride 3, one-sided pads
     ((1, 9, 10, 10), 6, 1, 2, (0, 0, 0, 0)),      # 1x1 stride 2 (gathered, not phase planes)
+    ((1, 32, 18, 18), 14, 3, 2, (1, 1, 1, 1)),    # K = 288: the deep block budget, 81 columns
+    ((1, 40, 25, 25), 9, 3, 2, (1, 1, 1, 1)),     # K = 360, 169 columns (rows padded to 176)
 ])
 @pytest.mark.parametrize("threads", [1, 3, 5])
 @pytest.mark.parametrize("half", [False, True])

@@ -103,6 +103,14 @@ def _pack_tail(btile, bsrc, j0, K, t):
 
 
 @njit(inline="always")
+def _aligned_rows(rows, cols, dtype):
+    """An uninitialised C-contiguous [rows, cols] array starting on a 64-byte line boundary."""
+    raw = np.empty(rows * cols + 32, dtype)
+    off = ((64 - raw.ctypes.data % 64) % 64) // raw.itemsize
+    return raw[off:off + rows * cols].reshape((rows, cols))
+
+
+@njit(inline="always")
 def _copy_block(dst, bsrc, j0, K):
     """dst [K, NR] = the 16 columns of ``bsrc`` [K, *] from ``j0``."""
     for k in range(K):
@@ -381,7 +389,10 @@ def _k_conv_gemm(x, w, kind, codes8, codes4, scale, offset, bs, bias, out, res, 
         else:
             wp = np.empty((q1 - q0) * K * MR, w.dtype)
             _deq_panels(kind, codes8, codes4, scale, offset, bs, g, og, q0, q1, K, wp)
-        col = np.empty((1 if direct else K, 1 if direct else pc_max), out.dtype)
+        # im2col rows padded to whole 64-byte lines from a line boundary: a 16-column block of a
+        # row then never straddles two lines (measured 256->512 on 7x7, one 49-column chunk:
+        # 2.06 ms with 49-value rows, 1.52 with 64)
+        col = _aligned_rows(1 if direct else K, 1 if direct else -(-pc_max // NR) * NR, out.dtype)
         xg = x[n, g * cg:(g + 1) * cg]
         # phase planes of the padded rows this task's output rows oy0..oy1 read (dilation 1)
         oy0 = p0 // OW
@@ -406,7 +417,7 @@ def _k_conv_gemm(x, w, kind, codes8, codes4, scale, offset, bs, bias, out, res, 
                     _im2col(x, n, g * cg, cg, H, W, kh, kw, sh, sw, pt, pl, dh, dw, OW, cb, pc,
                             col)
                 bsrc = col[:, :pc]
-                ldb = pc_max
+                ldb = col.shape[1]
                 bptr = col.ctypes.data
             nfull = pc // NR
             tail = pc - nfull * NR
@@ -560,6 +571,14 @@ def _k_finish(y, act):
 
 
 _COL_BYTES = 256 * 1024      # im2col block budget (half of L2)
+#: the im2col block budget of deep convolutions (K >= _DEEP_K: ResNet's stride-2 3x3 layers),
+#: whose weights do not fit L2 anyway: few large blocks, each weight panel streamed once per
+#: block (with 64-byte rows, standalone 1 thread: 128->256 on 28x28 1.67 -> 1.47 ms, 64->128 on
+#: 56x56 1.61 -> 1.51, 256->512 on 14x14 1.61 -> 1.56; in ResNet-18 forwards the first two
+#: 1.64 -> 1.58 and 1.75 -> 1.54 ms at 1 thread, 0.84 -> 0.82 and 1.07 -> 0.89 at 2, while the
+#: 7x7 output got slower at 2 threads, 1.01 -> 1.08: outputs under 4 column blocks keep
+#: _COL_BYTES, as do the stems, K = 27 and 147, slower cold with large blocks)
+_DEEP_COL_BYTES, _DEEP_K = 1 << 20, 256
 _L2_BYTES = 512 * 1024       # L2 per core (AMD Zen 3 here)
 
 
@@ -606,7 +625,8 @@ class ConvGemm:
         #: every phase used (a 1x1 stride-2 kernel reads a quarter of its input: direct gather)
         self.phased = bool(not self.direct and tuple(dilation) == (1, 1)
                            and kh >= stride[0] and kw >= stride[1])
-        self.pc_max = P if self.direct else max(NR, min(P, (_COL_BYTES // (4 * K)) // NR * NR))
+        budget = _DEEP_COL_BYTES if K >= _DEEP_K and P >= 4 * NR else _COL_BYTES
+        self.pc_max = P if self.direct else max(NR, min(P, (budget // (4 * K)) // NR * NR))
         threads = threads or get_num_threads()
         # split columns first (weights are shared), rows when there are few columns
         units = N * group
