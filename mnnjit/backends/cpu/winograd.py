@@ -413,8 +413,12 @@ def _k_wino(x, u, bias, out, m, pt, pl, T, OB, act, ws, res, has_res):
     nob = (O + OB - 1) // OB
     ntask = N * ntb * nob
     nchunk = ws.shape[0]
+    TP = _padded(T)
     for ch in prange(nchunk):
-        w = ws[ch]
+        # V and M rows of TP >= T values from a 64-byte line boundary: the GEMM's 16-column
+        # blocks of them never straddle two lines (a row of 196 or 49 values would)
+        w0 = ws[ch]
+        w = w0[((64 - w0.ctypes.data % 64) % 64) // 4:]
         last = -1
         zbias = np.zeros(MR, np.float32)
         btile = np.empty((C, NR), np.float32)
@@ -429,11 +433,11 @@ def _k_wino(x, u, bias, out, m, pt, pl, T, OB, act, ws, res, has_res):
             nb = t1 - t0
             o0 = ob * OB
             no = min(OB, O - o0)
-            vbuf = w[0:P * C * nb]
-            mbuf = w[P * C * T:P * C * T + P * no * nb]
-            off = P * (C + OB) * T
-            v = vbuf.reshape((P, C, nb))
-            mm = mbuf.reshape((P, no, nb))
+            vbuf = w[0:P * C * TP]
+            mbuf = w[P * C * TP:P * C * TP + P * no * TP]
+            off = P * (C + OB) * TP
+            v = vbuf.reshape((P, C, TP))
+            mm = mbuf.reshape((P, no, TP))
             dbuf = w[off:off + P * nb].reshape((a, a, nb))
             hbuf = w[off + P * T:off + P * T + P * nb].reshape((a, a, nb))
             ybuf = w[off + 2 * P * T:off + 2 * P * T + m * m * nb].reshape((m, m, nb))
@@ -452,8 +456,8 @@ def _k_wino(x, u, bias, out, m, pt, pl, T, OB, act, ws, res, has_res):
                 last = blk
             q0 = o0 // MR
             for p in range(P):
-                gemm_panels(u[p, q0 * C * MR:], no, C, vbuf.ctypes.data + 4 * p * C * nb, nb, nb,
-                            mbuf[p * no * nb:(p + 1) * no * nb], nb, zbias, btile, ctile)
+                gemm_panels(u[p, q0 * C * MR:], no, C, vbuf.ctypes.data + 4 * p * C * TP, TP, nb,
+                            mbuf[p * no * TP:(p + 1) * no * TP], TP, zbias, btile, ctile)
             for o in range(no):
                 _output_tf(mm, o, m, nb, hbuf, ybuf)
                 _scatter(ybuf, out, n, o0 + o, bias[o0 + o], act, m, t0, t1, TW, OH, OW, row, res,
@@ -461,12 +465,20 @@ def _k_wino(x, u, bias, out, m, pt, pl, T, OB, act, ws, res, has_res):
         _keep_alive(w, ws)
 
 
+@njit(inline="always")
+def _padded(T):
+    """Row length of V and M for T tiles: whole 16-value (64-byte) blocks."""
+    return (T + 15) // 16 * 16
+
+
 def _ws_size(C: int, OB: int, T: int, TW: int, m: int) -> int:
-    """float32 scratch per chunk of :func:`_k_wino`: V, M, D and H [a, a, T], Y [m, m, T], one
-    padded row, and the zero-bordered plane of a block's input rows (flat gather)."""
+    """float32 scratch per chunk of :func:`_k_wino`: V and M [a*a, *, T padded to 16], D and H
+    [a, a, T], Y [m, m, T], one padded row, the zero-bordered plane of a block's input rows (flat
+    gather), and 16 values of slack to start V on a 64-byte line."""
     P = (m + 2) ** 2
     nrow = (T // TW + 1) * m + m + 2
-    return P * (C + OB) * T + 2 * P * T + m * m * T + (TW * m + 2) * (nrow + 1)
+    TP = (T + 15) // 16 * 16
+    return P * (C + OB) * TP + 2 * P * T + m * m * T + (TW * m + 2) * (nrow + 1) + 16
 
 
 _WS = threading.local()
