@@ -515,30 +515,49 @@ def gemm_panels(ap, rows, K, bptr, ldb, ncols, c, ldc, zbias, btile, ctile):
     npanel = (rows + MR - 1) // MR
     nfull = ncols // NR
     tail = ncols - nfull * NR
+    colmajor = tail <= _COL_MAX
     if tail:
-        bt = btile[:K]
-        for k in range(K):
-            src = bptr + 4 * (k * ldb + nfull * NR)
-            _copy_f32(src, bt[k], tail)
-            br = bt[k]
-            for j in range(tail, NR):
-                br[j] = 0
+        # the last columns packed once for every panel (as _pack_tail lays them out: one or two
+        # columns contiguous for the one-column kernel, else zero-padded rows of NR), by a loop,
+        # not a memcpy call per row (a 49-tile Winograd GEMM has a one-value tail: ~0.1 ms of
+        # calls per 128@28 convolution)
+        col0 = bptr + 4 * nfull * NR
+        if colmajor:
+            flat = btile.reshape(-1)
+            for j in range(tail):
+                dst = flat[j * K:(j + 1) * K]
+                for k in range(K):
+                    dst[k] = _load_f32(col0 + 4 * (k * ldb + j))
+        else:
+            for k in range(K):
+                br = btile[k]
+                for j in range(tail):
+                    br[j] = _load_f32(col0 + 4 * (k * ldb + j))
+                for j in range(tail, NR):
+                    br[j] = 0
     zb = zbias.ctypes.data
+    cp = ctile.ctypes.data
     for jb in range(nfull + (1 if tail else 0)):
         j0 = jb * NR
         for q in range(npanel):
             a = ap[q * K * MR:(q + 1) * K * MR]
             r0 = q * MR
             nr = min(MR, rows - r0)
-            if jb < nfull and nr == MR:
-                tile_f32(a.ctypes.data, bptr + 4 * j0, ldb, c.ctypes.data + 4 * (r0 * ldc + j0),
-                         ldc, K, zb, 0)
-                continue
             if jb < nfull:
-                tile_f32(a.ctypes.data, bptr + 4 * j0, ldb, ctile.ctypes.data, NR, K, zb, 0)
+                if nr == MR:
+                    tile_f32(a.ctypes.data, bptr + 4 * j0, ldb,
+                             c.ctypes.data + 4 * (r0 * ldc + j0), ldc, K, zb, 0)
+                    continue
+                # a partial last panel: the 4- or 2-row kernel where it covers the rows
+                if nr <= 2:
+                    _tile_r2(a, c, bptr + 4 * j0, ldb, cp, NR, K, zb, 0)
+                elif nr <= 4:
+                    _tile_r4(a, c, bptr + 4 * j0, ldb, cp, NR, K, zb, 0)
+                else:
+                    tile_f32(a.ctypes.data, bptr + 4 * j0, ldb, cp, NR, K, zb, 0)
                 t = NR
             else:
-                _tail_block(a, btile, btile.ctypes.data, NR, ctile, K, zb, 0, tail, False)
+                _tail_block(a, c, btile.ctypes.data, NR, ctile, K, zb, 0, tail, colmajor)
                 t = tail
             for r in range(nr):
                 dst = c[(r0 + r) * ldc + j0:(r0 + r) * ldc + j0 + t]
@@ -548,19 +567,15 @@ def gemm_panels(ap, rows, K, bptr, ldb, ncols, c, ldc, zbias, btile, ctile):
 
 
 @intrinsic
-def _copy_f32(typingctx, src, dst, n):
-    """Copy ``n`` float32 values from byte address ``src`` into array ``dst`` (llvm.memcpy)."""
-    sig = types.void(types.int64, dst, types.int64)
+def _load_f32(typingctx, addr):
+    """The float32 value at byte address ``addr`` (an int64)."""
+    if not isinstance(addr, types.Integer):
+        return None
 
     def codegen(context, builder, signature, args):
-        s, d, cnt = args
-        darr = context.make_array(signature.args[1])(context, builder, d)
-        dst_p = builder.bitcast(darr.data, ir.IntType(8).as_pointer())
-        src_p = builder.inttoptr(s, ir.IntType(8).as_pointer())
-        nbytes = builder.mul(cnt, ir.Constant(ir.IntType(64), 4))
-        cgutils.raw_memcpy(builder, dst_p, src_p, nbytes, 1)
-        return context.get_dummy_value()
-    return sig, codegen
+        a = context.cast(builder, args[0], signature.args[0], types.int64)
+        return builder.load(builder.inttoptr(a, ir.FloatType().as_pointer()), align=4)
+    return types.float32(addr), codegen
 
 
 @njit(cache=True)
