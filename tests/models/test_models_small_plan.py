@@ -233,3 +233,21 @@ def test_generated_function_without_numpy_context_variable(monkeypatch) -> None:
                 want = expect(av, wb)
             np.testing.assert_allclose(got, want, rtol=2e-5, atol=1e-7)
     assert "errstate(all='ignore')" in mod._last_plan._fast.source
+
+
+def test_subclass_overriding_onforward_is_called_on_every_forward() -> None:
+    calls = []
+
+    class Counted(nn._Module):
+        def onForward(self, inputs):  # noqa: N802 - MNN's name
+            calls.append(1)
+            return super().onForward(inputs)
+
+    base = nn.load_module_from_file(os.path.join(MODELS, "mlp.mnn"), ["x"], ["prob"])
+    m = Counted(base._program, base._rt)
+    x = F.const(np.ones((1, 64), np.float32), [1, 64])
+    want = base.forward(x).read()
+    for _ in range(4):
+        np.testing.assert_allclose(m.forward(x).read(), want, rtol=1e-6)
+        np.testing.assert_allclose(m.forward([x])[0].read(), want, rtol=1e-6)
+    assert len(calls) == 8
