@@ -281,8 +281,8 @@ def _gemm_panels_runner():
         from numba import njit
 
         @njit
-        def run(ap, rows, k, b, ldb, n, c, ldc, zb, bt, ct):
-            K.gemm_panels(ap, rows, k, b.ctypes.data, ldb, n, c, ldc, zb, bt, ct)
+        def run(ap, rows, k, b, n, c, ldc, zb, bt, ct):
+            K.gemm_panels(ap, rows, k, b, n, c, ldc, zb, bt, ct)
         _RUNNER.append(run)
     return _RUNNER[0]
 
@@ -296,7 +296,7 @@ def test_gemm_panels_matches_numpy(rows, k, n, extra_b, extra_c):
     a = rng.standard_normal((rows, k)).astype(np.float32)
     b = rng.standard_normal((k, n + extra_b)).astype(np.float32)
     c = np.full(rows * (n + extra_c), 7.0, np.float32)
-    run(K.PackedWeights.from_dense(a).panels, rows, k, b, n + extra_b, n, c, n + extra_c,
+    run(K.PackedWeights.from_dense(a).panels, rows, k, b, n, c, n + extra_c,
         np.zeros(K.MR, np.float32), np.empty((k, K.NR), np.float32), np.empty(K.MR * K.NR, np.float32))
     got = c.reshape(rows, n + extra_c)
     assert np.abs(got[:, :n] - a @ b[:, :n]).max() <= 1e-4 * max(1.0, float(np.abs(a @ b[:, :n]).max()))

@@ -23,9 +23,7 @@ from typing import Callable, Optional, Sequence, Tuple
 
 import numpy as np
 from numba import get_num_threads, njit, prange, types
-from llvmlite import ir
-from numba.core import cgutils
-from numba.extending import intrinsic, overload
+from numba.extending import overload
 
 from .fp16 import load, store
 from .gemm_tile import (MR, NR, col_f16, col_f32, tile8_f16, tile8_f32, tile16r2_f16, tile16r2_f32,
@@ -103,10 +101,16 @@ def _pack_tail(btile, bsrc, j0, K, t):
 
 
 @njit(inline="always")
+def line_offset(a):
+    """Elements from the start of 1-D array ``a`` to its first 64-byte line boundary."""
+    return ((64 - a.ctypes.data % 64) % 64) // a.itemsize
+
+
+@njit(inline="always")
 def _aligned_rows(rows, cols, dtype):
     """An uninitialised C-contiguous [rows, cols] array starting on a 64-byte line boundary."""
     raw = np.empty(rows * cols + 32, dtype)
-    off = ((64 - raw.ctypes.data % 64) % 64) // raw.itemsize
+    off = line_offset(raw)
     return raw[off:off + rows * cols].reshape((rows, cols))
 
 
@@ -506,35 +510,21 @@ def _one_tile(out, wp, q, q0, jb, nfull, tail, bptr, ldb, btile, ctile, bias, n,
 
 
 @njit(inline="always")
-def gemm_panels(ap, rows, K, bptr, ldb, ncols, c, ldc, zbias, btile, ctile):
+def gemm_panels(ap, rows, K, b, ncols, c, ldc, zbias, btile, ctile):
     """Serial float32 GEMM on the micro-kernel: ``c[r, j] = sum_k A[r, k] * B[k, j]`` for
     ``r < rows``, ``j < ncols``, where ``ap`` holds the packed panels of A (``ceil(rows / MR)``
-    panels, see :class:`PackedWeights`), B is row-major at address ``bptr`` with row stride
-    ``ldb`` (elements), ``c`` a float32 array viewed flat with row stride ``ldc``. ``zbias`` is
-    :data:`MR` zeros; ``btile`` ``[K, NR]`` and ``ctile`` ``[MR * NR]`` float32 scratch."""
+    panels, see :class:`PackedWeights`), ``b`` is B as a C-contiguous float32 ``[K, >= ncols]``
+    array, ``c`` a float32 array viewed flat with row stride ``ldc``. ``zbias`` is :data:`MR`
+    zeros; ``btile`` ``[K, NR]`` and ``ctile`` ``[MR * NR]`` float32 scratch."""
     npanel = (rows + MR - 1) // MR
     nfull = ncols // NR
     tail = ncols - nfull * NR
-    colmajor = tail <= _COL_MAX
     if tail:
-        # the last columns packed once for every panel (as _pack_tail lays them out: one or two
-        # columns contiguous for the one-column kernel, else zero-padded rows of NR), by a loop,
-        # not a memcpy call per row (a 49-tile Winograd GEMM has a one-value tail: ~0.1 ms of
-        # calls per 128@28 convolution)
-        col0 = bptr + 4 * nfull * NR
-        if colmajor:
-            flat = btile.reshape(-1)
-            for j in range(tail):
-                dst = flat[j * K:(j + 1) * K]
-                for k in range(K):
-                    dst[k] = _load_f32(col0 + 4 * (k * ldb + j))
-        else:
-            for k in range(K):
-                br = btile[k]
-                for j in range(tail):
-                    br[j] = _load_f32(col0 + 4 * (k * ldb + j))
-                for j in range(tail, NR):
-                    br[j] = 0
+        # the last columns packed once for every panel (one or two columns as contiguous
+        # columns for the one-column kernel: a 49-tile Winograd GEMM has a one-value tail)
+        _pack_tail(btile, b, nfull * NR, K, tail)
+    bptr = b.ctypes.data
+    ldb = b.shape[1]
     zb = zbias.ctypes.data
     cp = ctile.ctypes.data
     for jb in range(nfull + (1 if tail else 0)):
@@ -557,25 +547,13 @@ def gemm_panels(ap, rows, K, bptr, ldb, ncols, c, ldc, zbias, btile, ctile):
                     tile_f32(a.ctypes.data, bptr + 4 * j0, ldb, cp, NR, K, zb, 0)
                 t = NR
             else:
-                _tail_block(a, c, btile.ctypes.data, NR, ctile, K, zb, 0, tail, colmajor)
+                _tail_block(a, c, btile.ctypes.data, NR, ctile, K, zb, 0, tail, True)
                 t = tail
             for r in range(nr):
                 dst = c[(r0 + r) * ldc + j0:(r0 + r) * ldc + j0 + t]
                 src = ctile[r * NR:r * NR + t]
                 for j in range(t):
                     dst[j] = src[j]
-
-
-@intrinsic
-def _load_f32(typingctx, addr):
-    """The float32 value at byte address ``addr`` (an int64)."""
-    if not isinstance(addr, types.Integer):
-        return None
-
-    def codegen(context, builder, signature, args):
-        a = context.cast(builder, args[0], signature.args[0], types.int64)
-        return builder.load(builder.inttoptr(a, ir.FloatType().as_pointer()), align=4)
-    return types.float32(addr), codegen
 
 
 @njit(cache=True)

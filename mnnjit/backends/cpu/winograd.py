@@ -34,7 +34,7 @@ from typing import List, Optional, Sequence, Tuple
 import numpy as np
 from numba import get_num_threads, njit, prange
 
-from .conv_gemm import MR, NR, PackedWeights, gemm_panels
+from .conv_gemm import MR, NR, PackedWeights, gemm_panels, line_offset
 from .fp16 import load
 from .fp16_kernels import _act_code, _keep_alive, _store_act, _writable, storage_view
 
@@ -418,7 +418,7 @@ def _k_wino(x, u, bias, out, m, pt, pl, T, OB, act, ws, res, has_res):
         # V and M rows of TP >= T values from a 64-byte line boundary: the GEMM's 16-column
         # blocks of them never straddle two lines (a row of 196 or 49 values would)
         w0 = ws[ch]
-        w = w0[((64 - w0.ctypes.data % 64) % 64) // 4:]
+        w = w0[line_offset(w0):]
         last = -1
         zbias = np.zeros(MR, np.float32)
         btile = np.empty((C, NR), np.float32)
@@ -456,7 +456,7 @@ def _k_wino(x, u, bias, out, m, pt, pl, T, OB, act, ws, res, has_res):
                 last = blk
             q0 = o0 // MR
             for p in range(P):
-                gemm_panels(u[p, q0 * C * MR:], no, C, vbuf.ctypes.data + 4 * p * C * TP, TP, nb,
+                gemm_panels(u[p, q0 * C * MR:], no, C, v[p], nb,
                             mbuf[p * no * TP:(p + 1) * no * TP], TP, zbias, btile, ctile)
             for o in range(no):
                 _output_tf(mm, o, m, nb, hbuf, ybuf)
@@ -468,7 +468,7 @@ def _k_wino(x, u, bias, out, m, pt, pl, T, OB, act, ws, res, has_res):
 @njit(inline="always")
 def _padded(T):
     """Row length of V and M for T tiles: whole 16-value (64-byte) blocks."""
-    return (T + 15) // 16 * 16
+    return (T + NR - 1) // NR * NR
 
 
 def _ws_size(C: int, OB: int, T: int, TW: int, m: int) -> int:
@@ -477,7 +477,7 @@ def _ws_size(C: int, OB: int, T: int, TW: int, m: int) -> int:
     gather), and 16 values of slack to start V on a 64-byte line."""
     P = (m + 2) ** 2
     nrow = (T // TW + 1) * m + m + 2
-    TP = (T + 15) // 16 * 16
+    TP = _padded.py_func(T)
     return P * (C + OB) * TP + 2 * P * T + m * m * T + (TW * m + 2) * (nrow + 1) + 16
 
 
