@@ -195,3 +195,17 @@ def test_two_inputs_two_outputs_fill_fresh_arrays() -> None:
                                    atol=1e-6)
         for o, f in zip(outs, firsts):
             np.testing.assert_array_equal(o.read(), f)
+
+
+def test_an_output_that_is_a_reshape_is_filled_too() -> None:
+    x = F.placeholder([2, 6])
+    r = B.make_node("relu", [x._node], {})
+    y = B.make_node("reshape", [r], {"shape": (3, 4)})
+    mod = nn.load_module([x], [B.wrap(y)])
+    rng = np.random.default_rng(9)
+    for _ in range(3):
+        xv = rng.standard_normal((2, 6)).astype(np.float32)
+        got = mod.forward([F.const(xv, [2, 6])])[0].read()
+        np.testing.assert_array_equal(got, np.maximum(xv, 0).reshape(3, 4))
+    assert _compiled(mod)
+    assert "o0f[i] = v" in plan_kernel.plan_source(*_plan_parts(mod))[0]  # the copy path

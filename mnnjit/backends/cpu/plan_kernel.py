@@ -44,7 +44,7 @@ MAX_MACS = 1 << 21
 NARROW = 16
 
 #: Part of every generated source: bump it when the generated code or the helpers it calls change.
-PLAN_KERNEL_VERSION = 3
+PLAN_KERNEL_VERSION = 4
 
 #: Constants in the blob start at multiples of this many elements (64-byte lines).
 _ALIGN = 16
@@ -99,6 +99,10 @@ class _Writer:
         self.consts: list[np.ndarray] = []
         self.blob_size = 0
         self.names: dict[int, str] = {}
+        #: Output slot -> the caller's array argument it is computed in (``o{k}``).
+        self.out_args: dict[int, str] = {}
+        #: Output slots computed straight in their argument (no copy at the end).
+        self.in_place: set[int] = set()
         self.loop = 0
 
     def emit(self, line: str, depth: int = 0) -> None:
@@ -130,7 +134,12 @@ class _Writer:
     def fresh(self, slot: int, size: int) -> str:
         """Allocate the output array of a step."""
         name = self.names[slot] = f"v{slot}"
-        self.emit(f"{name} = np.empty({size}, np.float32)")
+        arg = self.out_args.get(slot)
+        if arg is not None:
+            self.in_place.add(slot)
+            self.emit(f"{name} = {arg}.reshape({size})")
+        else:
+            self.emit(f"{name} = np.empty({size}, np.float32)")
         return name
 
     def idx(self) -> str:
@@ -342,6 +351,7 @@ def plan_source(steps: list, init: list, feed_slots: list, out_slots: list, orde
     input, output or dtype) is outside this tier. ``steps`` are the plan's
     ``(ref, attrs, input slots, output slot, dtype, shape)`` tuples, ``order`` its node per slot."""
     w = _Writer(init, order)
+    w.out_args = {s: f"o{k}" for k, s in enumerate(out_slots)}
     try:
         feeds = []
         for k, slot in enumerate(feed_slots):
@@ -371,9 +381,12 @@ def plan_source(steps: list, init: list, feed_slots: list, out_slots: list, orde
             return None  # two outputs on one array, or one on an input or the constants' blob
     except _Unsupported:
         return None
-    # each output is copied into the caller's fresh array ``o{k}`` (returning a new array from
-    # the kernel costs ~0.6 us of boxing per call; passing one in ~0.1)
+    # outputs are computed in the caller's fresh arrays ``o{k}`` (returning a new array from the
+    # kernel costs ~0.6 us of boxing per call; passing one in ~0.1); one that is another step's
+    # array under a new name (a reshape) is copied there
     for k, s in enumerate(out_slots):
+        if s in w.in_place and w.names[s] == f"v{s}":
+            continue
         size = int(order[s].size)
         w.emit(f"o{k}f = o{k}.reshape({size})")
         w.emit(f"for i in range({size}):")
