@@ -34,6 +34,7 @@ print(json.dumps({"counters": dict(compiler.counters), "r1": r1.tolist(), "r2": 
 def _run(cache: Path, extra_env: dict | None = None) -> dict:
     env = dict(os.environ, MNNJIT_CACHE_DIR=str(cache), PYTHONPATH=str(ROOT))
     env.pop("MNNJIT_DEBUG", None)
+    env.pop("NUMBA_CACHE_DIR", None)   # Numba's cache beside the kernels, unless a test says
     env.update(extra_env or {})
     out = subprocess.run([sys.executable, "-c", SCRIPT], env=env, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
@@ -66,6 +67,21 @@ def test_corrupt_cache_is_rebuilt(tmp_path):
     e1, _ = _expected()
     np.testing.assert_array_equal(np.array(res["r1"], np.float32), e1)
     assert res["counters"].get("cache_errors", 0) >= 1
+
+
+def test_corrupt_numba_cache_dir_entries_are_rebuilt(tmp_path):
+    numba_dir = tmp_path / "numba"
+    env = {"NUMBA_CACHE_DIR": str(numba_dir)}
+    _run(tmp_path / "kernels", env)
+    broken = [f for f in numba_dir.rglob("*") if f.is_file() and f.suffix in (".nbi", ".nbc")]
+    assert broken, "Numba cached nothing under NUMBA_CACHE_DIR"
+    for f in broken:
+        f.write_bytes(b"\x00garbage")
+    res = _run(tmp_path / "kernels", env)
+    e1, _ = _expected()
+    np.testing.assert_array_equal(np.array(res["r1"], np.float32), e1)
+    assert res["counters"].get("cache_errors", 0) >= 1
+    assert res["counters"].get("compile_errors", 0) == 0
 
 
 def test_unwritable_cache_dir_is_skipped(tmp_path):

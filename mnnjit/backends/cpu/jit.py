@@ -113,8 +113,11 @@ def _load_module(name: str, path: Path):
     return module
 
 
-def _purge_numba_cache(path: Path) -> None:
-    pyc = path.parent / "__pycache__"
+def _purge_numba_cache(path: Path, disp=None) -> None:
+    """Delete Numba's cached index and data of the kernel module at ``path``: in the directory
+    the dispatcher ``disp`` caches to (NUMBA_CACHE_DIR when set), else ``__pycache__`` beside it."""
+    cache_path = getattr(getattr(disp, "_cache", None), "_cache_path", None)
+    pyc = Path(cache_path) if cache_path else path.parent / "__pycache__"
     if pyc.is_dir():
         for f in pyc.glob(f"{path.stem}.*"):
             try:
@@ -145,7 +148,7 @@ class Kernel:
                 res = self.disp(*args)
             except Exception:
                 # Maybe a corrupt on-disk Numba cache entry: drop it and compile from the source again.
-                _purge_numba_cache(self.path)
+                _purge_numba_cache(self.path, self.disp)
                 try:
                     module = _load_module(f"mnnjit_kernel_{self.name}_r", self.path)
                     self.disp = module.kernel
