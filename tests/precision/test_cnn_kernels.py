@@ -440,3 +440,19 @@ def test_conv_gemm_residual_epilogue(case, half):
     assert np.abs(got - ref).max() <= (3e-2 if half else 1e-4) * max(1.0, float(np.abs(ref).max()))
     with pytest.raises(ValueError, match="residual shape"):
         cv.run(storage_view(xs), storage_view(out), storage_view(np.zeros((1, out.size + 1), xs.dtype)))
+
+
+def test_conv_gemm_residual_layouts():
+    """run() accepts a residual of any strides (the micro-kernel adds it from a contiguous copy);
+    launch(), whose arguments a plan binds once, refuses one that is not C-contiguous."""
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((1, 8, 5, 7)).astype(np.float32)
+    wt = rng.standard_normal((12, 8)).astype(np.float32)
+    cv = K.ConvGemm(K.PackedWeights.from_dense(wt), None, x.shape, (1, 1), act="relu6")
+    res_t = rng.standard_normal((1, 12, 7, 5)).astype(np.float32).transpose(0, 1, 3, 2)
+    out = np.empty(cv.out_shape, np.float32)
+    cv.run(x, out, res_t)
+    ref = np.clip(np.einsum("ok,nkp->nop", wt, x.reshape(1, 8, -1)).reshape(out.shape) + res_t, 0, 6)
+    assert np.abs(out - ref).max() <= 1e-4 * max(1.0, float(np.abs(ref).max()))
+    with pytest.raises(ValueError, match="C-contiguous"):
+        cv.launch(x, out, res_t)

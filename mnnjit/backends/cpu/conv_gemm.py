@@ -35,16 +35,25 @@ __all__ = ["PackedWeights", "ConvGemm", "gemm_panels", "pack_grouped", "MR", "NR
 _IN_REGISTERS = (0, 1, 2)   # activation codes the micro-kernel applies itself
 
 
-def _tile(a, b, bp, ldb, cp, ldc, k, biasp, act):
+def _tile(a, b, bp, ldb, cp, ldc, k, biasp, act, rp, ldr):
     """Typed dispatch to the 16-column micro-kernel for the activations' storage (``b``'s dtype;
-    ``a`` is the float32 weight panel)."""
+    ``a`` is the float32 weight panel); ``rp`` the address of a residual block (row stride ``ldr``)
+    added before the activation, or 0."""
 
 
-def _tile8(a, b, bp, ldb, cp, ldc, k, biasp, act):
+def _tile8(a, b, bp, ldb, cp, ldc, k, biasp, act, rp, ldr):
     """The 8-column micro-kernel (a row's last columns), typed like :func:`_tile`."""
 
 
 def _dispatch(stub, f32_kernel, f16_kernel) -> None:
+    @overload(stub, inline="always")
+    def _ov(a, b, bp, ldb, cp, ldc, k, biasp, act, rp, ldr):
+        kern = f16_kernel if b.dtype == types.uint16 else f32_kernel
+        return lambda a, b, bp, ldb, cp, ldc, k, biasp, act, rp, ldr: kern(
+            a.ctypes.data, bp, ldb, cp, ldc, k, biasp, act, rp, ldr)
+
+
+def _dispatch_col(stub, f32_kernel, f16_kernel) -> None:
     @overload(stub, inline="always")
     def _ov(a, b, bp, ldb, cp, ldc, k, biasp, act):
         kern = f16_kernel if b.dtype == types.uint16 else f32_kernel
@@ -53,14 +62,14 @@ def _dispatch(stub, f32_kernel, f16_kernel) -> None:
 
 
 def _col(a, b, bp, ldb, cp, ldc, k, biasp, act):
-    """The one-column kernel (``gemm_tile.col_*``), typed like :func:`_tile`."""
+    """The one-column kernel (``gemm_tile.col_*``), typed like :func:`_tile` (no residual)."""
 
 
-def _tile_r4(a, b, bp, ldb, cp, ldc, k, biasp, act):
+def _tile_r4(a, b, bp, ldb, cp, ldc, k, biasp, act, rp, ldr):
     """The first 4 rows of a panel, 16 columns (``gemm_tile.tile16r4_*``), typed like :func:`_tile`."""
 
 
-def _tile_r2(a, b, bp, ldb, cp, ldc, k, biasp, act):
+def _tile_r2(a, b, bp, ldb, cp, ldc, k, biasp, act, rp, ldr):
     """The first 2 rows of a panel, 16 columns (``gemm_tile.tile16r2_*``), typed like :func:`_tile`."""
 
 
@@ -68,7 +77,7 @@ _dispatch(_tile, tile_f32, tile_f16)
 _dispatch(_tile_r4, tile16r4_f32, tile16r4_f16)
 _dispatch(_tile_r2, tile16r2_f32, tile16r2_f16)
 _dispatch(_tile8, tile8_f32, tile8_f16)
-_dispatch(_col, col_f32, col_f16)
+_dispatch_col(_col, col_f32, col_f16)
 
 #: a block's last columns up to this many run one column at a time (measured: a 6x8 tile costs
 #: about three one-column kernels whatever its real width)
@@ -135,9 +144,9 @@ def _tail_block(ap, like, bp, ldb, ctile, K, biasp, reg_act, t, colmajor):
             _col(ap, like, bp + like.itemsize * j * K, 1, ctile.ctypes.data + ctile.itemsize * j,
                  NR, K, biasp, reg_act)
     elif t <= 8:
-        _tile8(ap, like, bp, ldb, ctile.ctypes.data, NR, K, biasp, reg_act)
+        _tile8(ap, like, bp, ldb, ctile.ctypes.data, NR, K, biasp, reg_act, 0, 0)
     else:
-        _tile(ap, like, bp, ldb, ctile.ctypes.data, NR, K, biasp, reg_act)
+        _tile(ap, like, bp, ldb, ctile.ctypes.data, NR, K, biasp, reg_act, 0, 0)
 
 
 class PackedWeights:
@@ -456,8 +465,9 @@ def _one_tile(out, wp, q, q0, jb, nfull, tail, bptr, ldb, btile, ctile, bias, n,
               P, O, cb, reg_act, act, res, has_res, bblk, packed):
     """Column block ``jb`` of panel ``q``: straight into ``out`` when whole (its B rows from
     ``bblk`` when ``packed``), else through the packed tail (``btile``) and a scratch tile
-    (``ctile``). With ``has_res`` the block then gets ``act(block + res)`` while it is in L1 (the
-    micro-kernel applied no activation)."""
+    (``ctile``). With ``has_res``: ``act(block + res)``, added in the micro-kernel's registers
+    when the block goes straight into ``out`` (``act`` up to relu6), else in a pass over the block
+    while it is in L1 (the micro-kernel then applied no activation)."""
     o0 = g * og + q * MR
     rows = min(MR, g * og + og - o0)
     ap = wp[(q - q0) * K * MR:(q - q0 + 1) * K * MR]
@@ -478,18 +488,25 @@ def _one_tile(out, wp, q, q0, jb, nfull, tail, bptr, ldb, btile, ctile, bias, n,
     # a partial last panel runs the 4- or 2-row kernel (its padding rows are zeros)
     kr = MR if rows > 4 else (4 if rows > 2 else 2)
     direct = t == NR and rows == kr
+    fused = has_res and direct and act <= 2
     if t == NR:
         cp = ctile.ctypes.data
         ldc = NR
+        rp = 0
+        tact = reg_act
         if direct:
-            cp = out.ctypes.data + out.itemsize * ((n * O + o0) * P + cb + j0)
+            off = out.itemsize * ((n * O + o0) * P + cb + j0)
+            cp = out.ctypes.data + off
             ldc = P
+            if fused:
+                rp = res.ctypes.data + off
+                tact = act
         if kr == MR:
-            _tile(ap, out, bp, bl, cp, ldc, K, biasp, reg_act)
+            _tile(ap, out, bp, bl, cp, ldc, K, biasp, tact, rp, P)
         elif kr == 4:
-            _tile_r4(ap, out, bp, bl, cp, ldc, K, biasp, reg_act)
+            _tile_r4(ap, out, bp, bl, cp, ldc, K, biasp, tact, rp, P)
         else:
-            _tile_r2(ap, out, bp, bl, cp, ldc, K, biasp, reg_act)
+            _tile_r2(ap, out, bp, bl, cp, ldc, K, biasp, tact, rp, P)
     else:
         _tail_block(ap, out, bp, bl, ctile, K, biasp, reg_act, t, True)
     if not direct:
@@ -498,7 +515,7 @@ def _one_tile(out, wp, q, q0, jb, nfull, tail, bptr, ldb, btile, ctile, bias, n,
             src = ctile[r * NR:r * NR + t]
             for j in range(t):
                 dst[j] = src[j]
-    if has_res:
+    if has_res and not fused:
         for r in range(rows):
             dst = out[n, o0 + r, cb + j0:cb + j0 + t]
             rs = res[n, o0 + r, cb + j0:cb + j0 + t]
@@ -536,15 +553,15 @@ def gemm_panels(ap, rows, K, b, ncols, c, ldc, zbias, btile, ctile):
             if jb < nfull:
                 if nr == MR:
                     tile_f32(a.ctypes.data, bptr + 4 * j0, ldb,
-                             c.ctypes.data + 4 * (r0 * ldc + j0), ldc, K, zb, 0)
+                             c.ctypes.data + 4 * (r0 * ldc + j0), ldc, K, zb, 0, 0, 0)
                     continue
                 # a partial last panel: the 4- or 2-row kernel where it covers the rows
                 if nr <= 2:
-                    _tile_r2(a, c, bptr + 4 * j0, ldb, cp, NR, K, zb, 0)
+                    _tile_r2(a, c, bptr + 4 * j0, ldb, cp, NR, K, zb, 0, 0, 0)
                 elif nr <= 4:
-                    _tile_r4(a, c, bptr + 4 * j0, ldb, cp, NR, K, zb, 0)
+                    _tile_r4(a, c, bptr + 4 * j0, ldb, cp, NR, K, zb, 0, 0, 0)
                 else:
-                    tile_f32(a.ctypes.data, bptr + 4 * j0, ldb, cp, NR, K, zb, 0)
+                    tile_f32(a.ctypes.data, bptr + 4 * j0, ldb, cp, NR, K, zb, 0, 0, 0)
                 t = NR
             else:
                 _tail_block(a, c, btile.ctypes.data, NR, ctile, K, zb, 0, tail, True)
@@ -678,6 +695,8 @@ class ConvGemm:
             if res is not None:
                 raise ValueError("conv2d: the narrow quantized path takes no residual")
             return self._run_narrow(x, out)
+        if res is not None:
+            res = np.ascontiguousarray(res, out.dtype)
         kernel, args = self.launch(x, out, res)
         kernel(*args)
         return out
@@ -695,6 +714,9 @@ class ConvGemm:
         if res is not None and res.shape != out.shape:
             raise ValueError(f"conv2d: residual shape {list(res.shape)} is not the output's "
                              f"{list(out.shape)}")
+        if res is not None and (res.dtype != out.dtype or not res.flags.c_contiguous):
+            raise ValueError(f"conv2d: the residual must be a C-contiguous {out.dtype} array like "
+                             f"the output (got {res.dtype}, contiguous={res.flags.c_contiguous})")
         return _k_conv_gemm, (x.reshape(N, C, H * W), wt.panels, wt.kind, wt.codes8, wt.codes4,
                               wt.scale, wt.offset, wt.block, self.bias, o3,
                               o3 if res is None else res.reshape(o3.shape), res is not None,

@@ -60,7 +60,7 @@ def _expand_panel(x, n, wp, q, q0, K, P, bias, reg_act, act, mid, btile, ctile, 
         else:
             bp = xb + isz * jb * NR
             ldb = P
-        _tile(ap, x, bp, ldb, mb + isz * jb * NR, P, K, biasp, reg_act)
+        _tile(ap, x, bp, ldb, mb + isz * jb * NR, P, K, biasp, reg_act, 0, 0)
     if tail:
         j0 = nfull * NR
         _tail_block(ap, x, btile.ctypes.data, NR, ctile, K, biasp, reg_act, tail, True)

@@ -9,7 +9,10 @@ panel: ``tile16r4_*``, ``tile16r2_*``) block of ``C = act(A @ B + bias)``:
   place: a 1x1 convolution's input needs no packing), float32 or float16 storage;
 * ``C`` - 6 rows of 16 values, row ``r`` at ``c + r*ldc`` elements, float32 or float16 storage;
 * ``bias`` - 6 float32 values; ``act`` 0 none, 1 relu, 2 relu6 (applied on the registers before
-  the single store: the epilogue costs no extra pass over memory).
+  the single store: the epilogue costs no extra pass over memory);
+* ``res`` - 0, or a residual block laid out like ``C`` with row stride ``ldr``: the tiles then store
+  ``act(A @ B + bias + res)`` (a residual connection's add in the registers; the one-column
+  kernels take no residual).
 
 The 12 accumulators are ``<8 x float>`` values carried by phi nodes through the ``K`` loop, each
 step one broadcast of 6 weights, two vector loads of B, 12 ``llvm.fma`` calls and one
@@ -91,8 +94,10 @@ def _store_vec(builder: ir.IRBuilder, v: ir.Value, ptr: ir.Value, half: bool) ->
         builder.store(v, builder.bitcast(ptr, _V8.as_pointer()), align=4)
 
 
-#: the kernels' signature: (a, b, ldb, c, ldc, k, bias, act), addresses and ints as int64
+#: the one-column kernels' signature: (a, b, ldb, c, ldc, k, bias, act), addresses and ints as int64
 _SIG = types.void(*([types.int64] * 8))
+#: the tiles': (a, b, ldb, c, ldc, k, bias, act, res, ldr)
+_SIG_TILE = types.void(*([types.int64] * 10))
 
 
 def _arguments(builder: ir.IRBuilder, args, elem_bc: ir.Type) -> tuple:
@@ -109,11 +114,12 @@ def _make_tile(bc_half: bool, nr: int = 16, mr: int = MR):
     nv = nr // 8  # vectors per row
     elem_bc = _F16 if bc_half else _F32
 
-    def typer(typingctx, a, b, ldb, c, ldc, k, bias, act):
-        sig = _SIG
+    def typer(typingctx, a, b, ldb, c, ldc, k, bias, act, res, ldr):
+        sig = _SIG_TILE
 
         def codegen(context, builder, signature, args):
-            a_p, b_p, ldb_v, c_p, ldc_v, k_v, bias_p, act_v = _arguments(builder, args, elem_bc)
+            a_p, b_p, ldb_v, c_p, ldc_v, k_v, bias_p, act_v = _arguments(builder, args[:8], elem_bc)
+            res_i, ldr_v = args[8], args[9]
             fma = _vec_intrinsic(builder.module, "fma", 3)
             vmax = _vec_intrinsic(builder.module, "maxnum", 2)
             vmin = _vec_intrinsic(builder.module, "minnum", 2)
@@ -151,20 +157,44 @@ def _make_tile(bc_half: bool, nr: int = 16, mr: int = MR):
             builder.cbranch(builder.icmp_signed("<", knext, k_v), loop, done)
 
             builder.position_at_end(done)
-            res = []
+            sums = []
             for v in new:
                 phi = builder.phi(_V8)
                 phi.add_incoming(zero, entry)
                 phi.add_incoming(v, loop)
-                res.append(phi)
+                sums.append(phi)
+            for r in range(mr):
+                bias_v = _splat(builder, builder.load(builder.gep(bias_p, [_const(r)])))
+                for h in range(nv):
+                    sums[nv * r + h] = builder.fadd(sums[nv * r + h], bias_v)
+            # the residual block, added in the registers when ``res`` is not 0
+            with_res = fn.append_basic_block("mk.res")
+            epilogue = fn.append_basic_block("mk.epilogue")
+            biased = builder.basic_block
+            builder.cbranch(builder.icmp_signed("!=", res_i, _const(0)), with_res, epilogue)
+            builder.position_at_end(with_res)
+            r_p = builder.inttoptr(res_i, elem_bc.as_pointer())
+            added = []
+            for r in range(mr):
+                rrow = builder.gep(r_p, [builder.mul(_const(r), ldr_v)])
+                for h in range(nv):
+                    rv = _load_vec(builder, builder.gep(rrow, [_const(8 * h)]), bc_half)
+                    added.append(builder.fadd(sums[nv * r + h], rv))
+            builder.branch(epilogue)
+            builder.position_at_end(epilogue)
+            outs = []
+            for v, w in zip(sums, added):
+                phi = builder.phi(_V8)
+                phi.add_incoming(v, biased)
+                phi.add_incoming(w, with_res)
+                outs.append(phi)
             use_relu = builder.icmp_signed(">=", act_v, _const(1))
             use_six = builder.icmp_signed("==", act_v, _const(2))
             six = ir.Constant(_V8, [6.0] * 8)
             for r in range(mr):
-                bias_v = _splat(builder, builder.load(builder.gep(bias_p, [_const(r)])))
                 crow = builder.gep(c_p, [builder.mul(_const(r), ldc_v)])
                 for h in range(nv):
-                    v = builder.fadd(res[nv * r + h], bias_v)
+                    v = outs[nv * r + h]
                     v = builder.select(use_relu, builder.call(vmax, [v, zero]), v)
                     v = builder.select(use_six, builder.call(vmin, [v, six]), v)
                     _store_vec(builder, v, builder.gep(crow, [_const(8 * h)]), bc_half)
