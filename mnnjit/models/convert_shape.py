@@ -266,21 +266,40 @@ def concat(ctx: Ctx, op, xs):
 
 @converter("Slice")
 def split(ctx: Ctx, op, xs):
-    """Split along ``axis`` at ``slicePoints`` (or into equal parts for each output)."""
+    """Split along ``axis``. Caffe: at ``slicePoints``. TF / ONNX / Torch: into parts of the sizes
+    in ``slicePoints`` or in the second input (ONNX Split's ``split``; one size may be -1: the
+    rest), or into equal parts (no sizes, or one value: the number of parts when it is below
+    the number of outputs, as MNN reads it)."""
     p = op.main or {}
     x = xs[0]
     axis = B.normalize_axis(int(p.get("axis") or 0), len(x.shape))
     n = x.shape[axis]
-    points = [int(v) for v in (p.get("slicePoints") if p.get("slicePoints") is not None else [])]
+    given = p.get("slicePoints")
+    values = [int(v) for v in given] if given is not None else []
     nout = len(op.outputIndexes or [])
-    if str(p.get("sourceType", "CAFFE")) != "CAFFE" and points:
-        sizes, acc = points, 0  # TF/ONNX: sizes of the parts
-        points = []
-        for s in sizes[:-1]:
-            acc += s
+    if str(p.get("sourceType", "CAFFE")) == "CAFFE":
+        points = values or [n * k // nout for k in range(1, nout)]
+    else:
+        if not values and len(xs) > 1:
+            values = [int(v) for v in ctx.ints(xs[1], "split sizes")]
+        if len(values) <= 1:
+            parts = values[0] if values and 0 < values[0] < nout else nout
+            if parts <= 0 or n % parts:
+                raise ValueError(f"split: axis {axis} of length {n} does not divide into {parts} parts")
+            sizes = [n // parts] * parts
+        else:
+            sizes = values[:nout]
+            if sizes.count(-1) > 1:
+                raise ValueError(f"split: sizes {sizes} have more than one -1")
+            if -1 in sizes:
+                sizes[sizes.index(-1)] = n - sum(v for v in sizes if v != -1)
+        if any(v < 0 for v in sizes) or sum(sizes) > n:
+            raise ValueError(f"split: sizes {sizes} do not fit axis {axis} of length {n}")
+        points, acc = [], 0
+        for v in sizes[:-1]:
+            acc += v
             points.append(acc)
-    if not points:
-        points = [n * k // nout for k in range(1, nout)]
+        n = acc + sizes[-1]
     edges = [0] + points + [n]
     outs = []
     for a, b in zip(edges[:-1], edges[1:]):

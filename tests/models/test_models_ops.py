@@ -27,6 +27,8 @@ CASES = {
     "convtranspose": (S, lambda b: b.op("ConvTranspose", ["x", b.weight((4, 3, 3, 3)), f32(b, np.ones(3))], strides=[2, 2],
                                        pads=[1, 1, 1, 1], output_padding=[1, 1]), [1, 3, 12, 12]),
     "convtranspose_dw": (S, lambda b: b.op("ConvTranspose", ["x", b.weight((4, 1, 3, 3))], group=4), [1, 4, 8, 8]),
+    "split_sizes": (S, lambda b: b.op("Split", ["x", i64(b, [1, 3])], n_out=2, axis=1)[1], [1, 3, 6, 6]),
+    "split_sizes_first": ([2, 7], lambda b: b.op("Split", ["x", i64(b, [5, 2])], n_out=2, axis=-1)[0], [2, 5]),
     "resize_align_corners": (S, lambda b: b.op("Resize", ["x", "", "", i64(b, [1, 4, 9, 11])], mode="linear",
                                                coordinate_transformation_mode="align_corners"), [1, 4, 9, 11]),
     "prelu": (S, lambda b: b.op("PRelu", ["x", f32(b, np.full((4, 1, 1), 0.2))]), S),
