@@ -6,6 +6,8 @@ import tempfile
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import mnnjit as MNN
 from mnnjit_models_fixtures import _Builder, convert, real_mnn_forward
@@ -94,3 +96,100 @@ def test_op_matches_real_mnn(name: str) -> None:
         got = MNN.nn.load_module_from_file(mnn_path, ["x"], ["y"]).forward([MNN.expr.const(x, shape)])[0].read()
         assert got.shape == exp.shape
         assert float(np.abs(got - exp).max()) <= 1e-3 * max(1.0, float(np.abs(exp).max()))
+
+
+# ---------------------------------------------------------------- ops with several or int inputs
+
+def _onnx_io(b, name: str, shape, dtype=np.float32):
+    from onnx import TensorProto
+    elem = {np.dtype(np.float32): TensorProto.FLOAT, np.dtype(np.int64): TensorProto.INT64}[np.dtype(dtype)]
+    return b.h.make_tensor_value_info(name, elem, shape)
+
+
+def _converted(d: str, build, inputs: dict, out, out_dtype=np.float32) -> str:
+    """Build the ONNX model ``build(b)`` (last node's output is "y") with ``inputs`` {name: (shape, dtype)},
+    convert it with real MNN's converter into directory ``d``; returns the .mnn path."""
+    b = _Builder(0)
+    build(b)
+    b.nodes[-1].output[0] = "y"
+    onnx_path, mnn_path = os.path.join(d, "m.onnx"), os.path.join(d, "m.mnn")
+    b.save(onnx_path, [_onnx_io(b, n, s, t) for n, (s, t) in inputs.items()], [_onnx_io(b, "y", out, out_dtype)])
+    return convert(onnx_path, mnn_path)
+
+
+def _mnn_dtype(mod, a: np.ndarray):
+    return mod.expr.int if a.dtype.kind in "iu" else mod.expr.float
+
+
+def _both(mnn_path: str, feeds: dict) -> tuple[np.ndarray, np.ndarray]:
+    """(real MNN's, mnnjit's) output "y" of the model for ``feeds`` (int inputs fed as int32)."""
+    import MNN as REAL
+    feeds = {k: (v.astype(np.int32) if v.dtype.kind in "iu" else v.astype(np.float32)) for k, v in feeds.items()}
+    outs = []
+    for mod in (REAL, MNN):
+        m = mod.nn.load_module_from_file(mnn_path, list(feeds), ["y"])
+        xs = [mod.expr.const(a, list(a.shape), mod.expr.NCHW, _mnn_dtype(mod, a)) for a in feeds.values()]
+        outs.append(np.array(m.forward(xs)[0].read(), copy=True))
+    return outs[0], outs[1]
+
+
+def _assert_close(got: np.ndarray, exp: np.ndarray, tol: float = 1e-4) -> None:
+    assert got.shape == exp.shape, (got.shape, exp.shape)
+    assert float(np.abs(got.astype(np.float64) - exp).max(initial=0.0)) <= tol * max(1.0, float(np.abs(exp).max(initial=0.0)))
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory):
+    """A directory for this module's converted models (each converted once, reused by the tests)."""
+    return tmp_path_factory.mktemp("ops_models")
+
+
+_MODELS: dict = {}
+
+
+def _model(model_dir, key, build, inputs: dict, out, out_dtype=np.float32) -> str:
+    """``_converted`` once per ``key`` for the module."""
+    if key not in _MODELS:
+        d = os.path.join(str(model_dir), "_".join(str(k) for k in key))
+        os.makedirs(d, exist_ok=True)
+        _MODELS[key] = _converted(d, build, inputs, out, out_dtype)
+    return _MODELS[key]
+
+
+# ---------------------------------------------------------------- GridSample
+
+GS_X, GS_G = [2, 3, 5, 7], [2, 4, 6, 2]
+
+
+def _grid_model(model_dir, mode: str, pad: str, align: int) -> str:
+    build = lambda b: b.op("GridSample", ["x", "g"], mode=mode, padding_mode=pad, align_corners=align)  # noqa: E731
+    return _model(model_dir, ("gs", mode, pad, align), build,
+                  {"x": (GS_X, np.float32), "g": (GS_G, np.float32)}, GS_X[:2] + GS_G[1:3])
+
+
+@pytest.mark.parametrize("mode", ["bilinear", "nearest"])
+@pytest.mark.parametrize("pad", ["zeros", "border", "reflection"])
+@pytest.mark.parametrize("align", [0, 1])
+def test_grid_sample_matches_real_mnn(model_dir, mode: str, pad: str, align: int) -> None:
+    """GridSample against real MNN, with sample points outside [-1, 1] and on rounding ties
+    (real MNN's nearest rounds ties up; its reflection padding clamps like border)."""
+    path = _grid_model(model_dir, mode, pad, align)
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal(GS_X).astype(np.float32)
+    g = rng.uniform(-1.4, 1.4, GS_G).astype(np.float32)
+    g[0, 0, :, 0] = [-1, 1, 0, -6 / 7, 2 / 7, 0.5]  # ties of nearest rounding for both align_corners values
+    g[0, 1, :, 1] = [-1, 1, 0, 0.5, -0.5, 0.75]
+    exp, got = _both(path, {"x": x, "g": g})
+    _assert_close(got, exp)
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(mode=st.sampled_from(["bilinear", "nearest"]), pad=st.sampled_from(["zeros", "border"]),
+       align=st.sampled_from([0, 1]), seed=st.integers(0, 2**31 - 1), spread=st.floats(0.1, 3.0))
+def test_grid_sample_random_grids(model_dir, mode: str, pad: str, align: int, seed: int, spread: float) -> None:
+    """Random sample grids (inside and far outside the image) against real MNN."""
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal(GS_X).astype(np.float32)
+    g = rng.uniform(-spread, spread, GS_G).astype(np.float32)
+    exp, got = _both(_grid_model(model_dir, mode, pad, align), {"x": x, "g": g})
+    _assert_close(got, exp)
