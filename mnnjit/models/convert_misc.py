@@ -1,9 +1,9 @@
 """Converters for less common MNN op types: DepthToSpace / SpaceToDepth, TopKV2, CumSum, GatherND,
-ScatterNd, LRN, Reverse, ReverseSequence. They map onto registered ops (nn_shape, nn_misc and the
-numpy branch's array ops) or onto movement compositions."""
+ScatterNd, LRN, Reverse, ReverseSequence, Where (coordinates of nonzero elements). They map onto
+registered ops (nn_shape, nn_misc and the numpy branch's array ops) or onto movement compositions."""
 from __future__ import annotations
 
-
+import numpy as np
 
 from .._dtypes import F32, I32
 from ..ops import build as B
@@ -114,3 +114,14 @@ def reverse_sequence(ctx: Ctx, op, xs):
     return ctx.emit("reverse_sequence", [x, B.cast_node(xs[1], I32)], attrs)
 
 
+
+
+@converter("Where")
+def where_coordinates(ctx: Ctx, op, xs):
+    """TF ``Where`` with one input (what ONNX NonZero converts to): the int32 coordinates [n, rank] of
+    the nonzero elements in row-major order. The output shape depends on the values, so the plan is
+    translated again with the input values at each forward."""
+    if len(xs) != 1:
+        raise ctx.unsupported(op, f"Where with {len(xs)} inputs (the three-input form is Select)")
+    v = np.asarray(ctx.value(xs[0], "condition"))
+    return ctx.const(np.argwhere(v != 0).astype(np.int32).reshape(-1, v.ndim), I32)

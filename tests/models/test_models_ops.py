@@ -193,3 +193,49 @@ def test_grid_sample_random_grids(model_dir, mode: str, pad: str, align: int, se
     g = rng.uniform(-spread, spread, GS_G).astype(np.float32)
     exp, got = _both(_grid_model(model_dir, mode, pad, align), {"x": x, "g": g})
     _assert_close(got, exp)
+
+
+# ---------------------------------------------------------------- NonZero (MNN op type Where)
+
+def _nonzero_model(model_dir, shape) -> str:
+    return _model(model_dir, ("nonzero", *shape), lambda b: b.op("NonZero", ["x"]), {"x": (shape, np.float32)},
+                  [len(shape), "n"], np.int64)
+
+
+def _sparse(rng, shape, frac: float) -> np.ndarray:
+    return (rng.standard_normal(shape) * (rng.random(shape) < frac)).astype(np.float32)
+
+
+@pytest.mark.parametrize("shape", [[7], [3, 4], [2, 3, 4]])
+@pytest.mark.parametrize("frac", [0.1, 0.5, 1.0])
+def test_nonzero_matches_real_mnn(model_dir, shape, frac: float) -> None:
+    """ONNX NonZero (MNN Where + Transpose): the coordinates of the nonzero elements, a data-dependent shape."""
+    x = _sparse(np.random.default_rng(len(shape)), shape, frac)
+    x.reshape(-1)[0] = 1.0  # at least one (real MNN cannot read an empty output)
+    exp, got = _both(_nonzero_model(model_dir, shape), {"x": x})
+    assert got.dtype == exp.dtype and np.array_equal(got, exp)
+
+
+def test_nonzero_count_changes_between_forwards(model_dir) -> None:
+    """One loaded module, inputs with different nonzero counts (none at all too): numpy's nonzero."""
+    m = MNN.nn.load_module_from_file(_nonzero_model(model_dir, [3, 4]), ["x"], ["y"])
+    rng = np.random.default_rng(5)
+    for frac in (0.5, 0.0, 1.0, 0.2):
+        x = _sparse(rng, [3, 4], frac)
+        got = m.forward([MNN.expr.const(x, [3, 4])])[0].read()
+        assert np.array_equal(got, np.array(np.nonzero(x))), frac
+
+
+def test_nonzero_feeds_gather_nd(model_dir) -> None:
+    """NonZero's coordinates used downstream (GatherND of the nonzero values, then a sum)."""
+    def build(b):
+        idx = b.op("Transpose", [b.op("NonZero", ["x"])], perm=[1, 0])
+        b.op("ReduceSum", [b.op("GatherND", ["x", idx])], keepdims=0)
+    path = _model(model_dir, ("nonzero_gather",), build, {"x": ([4, 5], np.float32)}, [])
+    m = MNN.nn.load_module_from_file(path, ["x"], ["y"])
+    for seed in range(3):
+        x = _sparse(np.random.default_rng(seed), [4, 5], 0.4)
+        x[0, 0] = 2.0
+        exp, got = _both(path, {"x": x})
+        _assert_close(got, exp)
+        _assert_close(m.forward([MNN.expr.const(x, [4, 5])])[0].read(), np.asarray(x.sum(), np.float32))
