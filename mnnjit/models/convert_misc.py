@@ -69,14 +69,29 @@ def gather_nd(ctx: Ctx, op, xs):
     return ctx.emit("gather_nd", [xs[0], B.cast_node(xs[1], I32)], {"batch_dims": batch})
 
 
+#: The BinaryOp opType of a ScatterNd / ScatterElements op (how an update meets the value already there)
+#: -> the scatter ops' reduction; no opType (-1) writes the update (the last one for repeated indexes).
+#: MAXIMUM and MINIMUM are refused: real MNN's CPU backend leaves the data unchanged with them (measured),
+#: and no MNN converter writes them (ONNX's reduction attribute is dropped; torch scatter_add gives ADD).
+_SCATTER_REDUCTIONS = {"ADD": "add", "MUL": "mul"}
+
+
+def _scatter_reduction(ctx: Ctx, op) -> str:
+    p = op.main if isinstance(op.main, dict) else {}
+    kind = p.get("opType", -1)
+    if kind is None or (isinstance(kind, int) and kind < 0):
+        return "none"
+    if str(kind) not in _SCATTER_REDUCTIONS:
+        raise ctx.unsupported(op, f"scatter with the {kind} reduction")
+    return _SCATTER_REDUCTIONS[str(kind)]
+
+
 @converter("ScatterNd")
 def scatter_nd(ctx: Ctx, op, xs):
     """ScatterNd(indices, updates, shape[, data]): updates written into data (or zeros of shape)."""
-    p = op.main or {}
     idx, upd = B.cast_node(xs[0], I32), xs[1]
     shape = tuple(ctx.ints(xs[2], "shape"))
-    reduction = {"NONE": "none", "ADD": "add", "MUL": "mul", "MAXIMUM": "max", "MINIMUM": "min"}.get(
-        str(p.get("reduction", "NONE")) if isinstance(p, dict) and p else "NONE", "none")
+    reduction = _scatter_reduction(ctx, op)
     ins = [idx, upd] + ([B.cast_node(xs[3], upd.dtype)] if len(xs) > 3 else [])
     return ctx.emit("scatter_nd", ins, {"shape": shape, "reduction": reduction})
 
@@ -125,3 +140,24 @@ def where_coordinates(ctx: Ctx, op, xs):
         raise ctx.unsupported(op, f"Where with {len(xs)} inputs (the three-input form is Select)")
     v = np.asarray(ctx.value(xs[0], "condition"))
     return ctx.const(np.argwhere(v != 0).astype(np.int32).reshape(-1, v.ndim), I32)
+
+
+@converter("ScatterElements")
+def scatter_elements(ctx: Ctx, op, xs):
+    """ONNX ScatterElements / torch scatter(_add): ``data`` with ``updates`` written at ``indices`` along
+    ``axis`` (the fourth input, 0 when absent). Out-of-range indices raise IndexError; negative ones
+    count from the end as in ONNX (real MNN does not wrap them: it writes outside the row there)."""
+    if len(xs) < 3:
+        raise ctx.unsupported(op, f"ScatterElements with {len(xs)} inputs")
+    data, idx = xs[0], B.cast_node(xs[1], I32)
+    upd = B.cast_node(xs[2], data.dtype)
+    axis = ctx.ints(xs[3], "axis")[0] if len(xs) > 3 else 0
+    nd = len(data.shape)
+    axis = B.normalize_axis(axis, nd)
+    if len(idx.shape) != nd or tuple(idx.shape) != tuple(upd.shape):
+        raise ValueError(f"ScatterElements: indices {list(idx.shape)} and updates {list(upd.shape)} must have "
+                         f"one shape of the data's rank {nd}")
+    if any(i > d for k, (i, d) in enumerate(zip(idx.shape, data.shape)) if k != axis):
+        raise ValueError(f"ScatterElements: indices {list(idx.shape)} exceed the data {list(data.shape)} "
+                         f"off axis {axis}")
+    return ctx.emit("scatter_elements", [data, idx, upd], {"axis": axis, "reduction": _scatter_reduction(ctx, op)})

@@ -133,6 +133,14 @@ def _both(mnn_path: str, feeds: dict) -> tuple[np.ndarray, np.ndarray]:
     return outs[0], outs[1]
 
 
+def _both_mnnjit(mnn_path: str, feeds: dict) -> np.ndarray:
+    """mnnjit's output "y" of the model for ``feeds`` (int inputs fed as int32)."""
+    m = MNN.nn.load_module_from_file(mnn_path, list(feeds), ["y"])
+    xs = [MNN.expr.const(a.astype(np.int32) if a.dtype.kind in "iu" else a, list(a.shape), MNN.expr.NCHW,
+                         _mnn_dtype(MNN, a)) for a in feeds.values()]
+    return m.forward(xs)[0].read()
+
+
 def _assert_close(got: np.ndarray, exp: np.ndarray, tol: float = 1e-4) -> None:
     assert got.shape == exp.shape, (got.shape, exp.shape)
     assert float(np.abs(got.astype(np.float64) - exp).max(initial=0.0)) <= tol * max(1.0, float(np.abs(exp).max(initial=0.0)))
@@ -239,3 +247,87 @@ def test_nonzero_feeds_gather_nd(model_dir) -> None:
         exp, got = _both(path, {"x": x})
         _assert_close(got, exp)
         _assert_close(m.forward([MNN.expr.const(x, [4, 5])])[0].read(), np.asarray(x.sum(), np.float32))
+
+
+# ---------------------------------------------------------------- ScatterElements
+
+def _scatter_model(model_dir, axis: int, data, idx, reduction: str | None = None) -> str:
+    """ONNX ScatterElements (data and updates inputs, indices an input too); ``reduction`` rewrites the MNN
+    op's BinaryOp opType (the ONNX converter always writes none; MNN's torch converter writes ADD)."""
+    build = lambda b: b.op("ScatterElements", ["x", "i", "u"], axis=axis)  # noqa: E731
+    path = _model(model_dir, ("scatter", axis, *data, *idx), build,
+                  {"x": (data, np.float32), "i": (idx, np.int64), "u": (idx, np.float32)}, data)
+    if reduction is None:
+        return path
+    from mnnjit.format.reader import read_net
+    from mnnjit.format.writer import write_net
+    net = read_net(path)
+    (op,) = [o for o in net.oplists if o.type == "ScatterElements"]
+    op.main["opType"] = reduction
+    out = path.replace(".mnn", f"_{reduction}.mnn")
+    write_net(net, out)
+    return out
+
+
+SCATTER_CASES = [(0, [4, 3], [2, 3]), (1, [3, 5], [3, 2]), (1, [2, 3, 4], [2, 2, 3]), (-1, [2, 3, 4], [1, 3, 2]),
+                 (0, [6], [4])]
+
+
+def _scatter_feeds(rng, axis: int, data, idx, unique: bool):
+    x = rng.standard_normal(data).astype(np.float32)
+    ax = axis % len(data)
+    if unique:  # distinct targets along the axis, so the result does not depend on the write order
+        i = np.argsort(rng.random(tuple(idx[:ax]) + (data[ax],) + tuple(idx[ax + 1:])), axis=ax)
+        i = np.take(i, np.arange(idx[ax]), axis=ax)
+    else:
+        i = rng.integers(0, data[ax], idx)
+    return {"x": x, "i": i.astype(np.int64), "u": rng.standard_normal(idx).astype(np.float32)}
+
+
+@pytest.mark.parametrize("axis,data,idx", SCATTER_CASES)
+def test_scatter_elements_matches_real_mnn(model_dir, axis: int, data, idx) -> None:
+    """ScatterElements along axis 0, 1 and -1 against real MNN and ONNX Runtime (distinct indices)."""
+    path = _scatter_model(model_dir, axis, data, idx)
+    feeds = _scatter_feeds(np.random.default_rng(axis + len(data)), axis, data, idx, unique=True)
+    exp, got = _both(path, feeds)
+    _assert_close(got, exp)
+    import onnxruntime as ort
+    (onnx_exp,) = ort.InferenceSession(path.replace(".mnn", ".onnx")).run(None, feeds)
+    _assert_close(got, onnx_exp)
+
+
+@pytest.mark.parametrize("reduction", ["ADD", "MUL"])
+@pytest.mark.parametrize("axis,data,idx", SCATTER_CASES[:3])
+def test_scatter_elements_reductions_match_real_mnn(model_dir, reduction: str, axis: int, data, idx) -> None:
+    """The BinaryOp reductions (torch scatter_add and the like), with repeated indices."""
+    path = _scatter_model(model_dir, axis, data, idx, reduction)
+    exp, got = _both(path, _scatter_feeds(np.random.default_rng(7), axis, data, idx, unique=False))
+    _assert_close(got, exp)
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(case=st.sampled_from(SCATTER_CASES), seed=st.integers(0, 2**31 - 1))
+def test_scatter_elements_random(model_dir, case, seed: int) -> None:
+    """Random data, distinct indices and updates against real MNN."""
+    axis, data, idx = case
+    exp, got = _both(_scatter_model(model_dir, axis, data, idx),
+                     _scatter_feeds(np.random.default_rng(seed), axis, data, idx, unique=True))
+    _assert_close(got, exp)
+
+
+def test_scatter_elements_max_reduction_is_refused(model_dir) -> None:
+    """MAXIMUM is refused up front (real MNN ignores the updates with it), not run with other semantics."""
+    from mnnjit.models.translate import UnsupportedOpError
+    path = _scatter_model(model_dir, *SCATTER_CASES[0], "MAXIMUM")
+    feeds = _scatter_feeds(np.random.default_rng(0), *SCATTER_CASES[0], unique=True)
+    with pytest.raises(UnsupportedOpError, match="MAXIMUM"):
+        _both_mnnjit(path, feeds)
+
+
+def test_scatter_elements_bad_index_raises(model_dir) -> None:
+    """An index past the axis is a clear IndexError (real MNN writes out of bounds)."""
+    path = _scatter_model(model_dir, *SCATTER_CASES[1])
+    feeds = _scatter_feeds(np.random.default_rng(0), *SCATTER_CASES[1], unique=True)
+    feeds["i"][1, 1] = 5
+    with pytest.raises(IndexError, match="out of bounds"):
+        _both_mnnjit(path, feeds)
