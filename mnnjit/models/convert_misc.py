@@ -161,3 +161,24 @@ def scatter_elements(ctx: Ctx, op, xs):
         raise ValueError(f"ScatterElements: indices {list(idx.shape)} exceed the data {list(data.shape)} "
                          f"off axis {axis}")
     return ctx.emit("scatter_elements", [data, idx, upd], {"axis": axis, "reduction": _scatter_reduction(ctx, op)})
+
+
+@converter("OneHot")
+def one_hot(ctx: Ctx, op, xs):
+    """TF OneHot(indices, depth, on_value, off_value) with the new axis at ``axis`` (-1: last)."""
+    p = op.main or {}
+    if len(xs) != 4:
+        raise ctx.unsupported(op, f"OneHot with {len(xs)} inputs")
+    idx = B.cast_node(xs[0], I32)
+    depth = ctx.ints(xs[1], "depth")[0]
+    if depth < 0:
+        raise ValueError(f"OneHot: depth must be >= 0, got {depth}")
+    on, off = (np.asarray(ctx.value(n, what)).reshape(-1) for n, what in ((xs[2], "on value"), (xs[3], "off value")))
+    if on.size != 1 or off.size != 1:
+        raise ctx.unsupported(op, "on/off values that are not scalars")
+    nd = len(idx.shape) + 1
+    axis = int(p.get("axis", -1))
+    axis = -1 if axis == -1 else B.normalize_axis(axis, nd)
+    dt = xs[2].dtype
+    return ctx.emit("one_hot", [idx], {"depth": depth, "on": on[0].item(), "off": off[0].item(), "axis": axis,
+                                        "dtype": np.dtype(dt).name})

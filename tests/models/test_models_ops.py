@@ -331,3 +331,28 @@ def test_scatter_elements_bad_index_raises(model_dir) -> None:
     feeds["i"][1, 1] = 5
     with pytest.raises(IndexError, match="out of bounds"):
         _both_mnnjit(path, feeds)
+
+
+# ---------------------------------------------------------------- OneHot
+
+def _one_hot_model(model_dir, axis: int, depth: int = 7) -> str:
+    build = lambda b: b.op("OneHot", ["i", i64(b, depth), f32(b, [-0.5, 2.0])], axis=axis)  # noqa: E731
+    return _model(model_dir, ("onehot", axis, depth), build, {"i": ([2, 5], np.int64)}, ["a", "b", "c"])
+
+
+@pytest.mark.parametrize("axis", [-1, 0, 1, 2])
+def test_one_hot_matches_real_mnn(model_dir, axis: int) -> None:
+    """OneHot with the new axis first, inside and last; indices out of [0, depth) (negative ones too:
+    real MNN does not wrap them, unlike ONNX) give the off value."""
+    i = np.array([[0, 3, 6, -1, -7], [7, 2, -8, 1, 1]])
+    exp, got = _both(_one_hot_model(model_dir, axis), {"i": i})
+    assert got.shape == exp.shape and np.array_equal(got, exp)
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(axis=st.sampled_from([-1, 0, 1]), depth=st.sampled_from([1, 4]), seed=st.integers(0, 2**31 - 1))
+def test_one_hot_random(model_dir, axis: int, depth: int, seed: int) -> None:
+    """Random indices around [0, depth) against real MNN."""
+    i = np.random.default_rng(seed).integers(-depth - 2, depth + 2, (2, 5))
+    exp, got = _both(_one_hot_model(model_dir, axis, depth), {"i": i})
+    assert got.shape == exp.shape and np.array_equal(got, exp)
