@@ -356,3 +356,20 @@ def test_one_hot_random(model_dir, axis: int, depth: int, seed: int) -> None:
     i = np.random.default_rng(seed).integers(-depth - 2, depth + 2, (2, 5))
     exp, got = _both(_one_hot_model(model_dir, axis, depth), {"i": i})
     assert got.shape == exp.shape and np.array_equal(got, exp)
+
+
+# ---------------------------------------------------------------- Trilu (SliceTf with a negative begin)
+
+@pytest.mark.parametrize("upper", [1, 0])
+@pytest.mark.parametrize("shape", [[5, 5], [6, 3], [3, 4, 6]])
+@pytest.mark.parametrize("k", [None, 0, 2, -1])
+def test_trilu_matches_real_mnn(model_dir, upper: int, shape, k) -> None:
+    """ONNX Trilu converts to Shape, SliceTf(shape, [-1], [1]) (a negative begin), Range, Select:
+    against real MNN and numpy's triu / tril."""
+    def build(b):
+        b.op("Trilu", ["x"] if k is None else ["x", i64(b, k)], upper=upper)
+    path = _model(model_dir, ("trilu", upper, *shape, k), build, {"x": (shape, np.float32)}, shape)
+    x = np.random.default_rng(len(shape)).standard_normal(shape).astype(np.float32)
+    exp, got = _both(path, {"x": x})
+    assert np.array_equal(got, exp)
+    assert np.array_equal(got, np.triu(x, k or 0) if upper else np.tril(x, k or 0))
