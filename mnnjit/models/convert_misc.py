@@ -133,13 +133,14 @@ def reverse_sequence(ctx: Ctx, op, xs):
 
 @converter("Where")
 def where_coordinates(ctx: Ctx, op, xs):
-    """TF ``Where`` with one input (what ONNX NonZero converts to): the int32 coordinates [n, rank] of
-    the nonzero elements in row-major order. The output shape depends on the values, so the plan is
-    translated again with the input values at each forward."""
+    """TF ``Where`` with one input: the int32 coordinates [n, rank] of the elements > 0 in row-major
+    order (real MNN's rule, as ``expr.where``; ONNX NonZero converts to ``Where(x != 0)``, where > 0 and
+    non-zero agree). The output shape depends on the values, so the plan is translated again with the
+    input values at each forward."""
     if len(xs) != 1:
         raise ctx.unsupported(op, f"Where with {len(xs)} inputs (the three-input form is Select)")
     v = np.asarray(ctx.value(xs[0], "condition"))
-    return ctx.const(np.argwhere(v != 0).astype(np.int32).reshape(-1, v.ndim), I32)
+    return ctx.const(np.argwhere(v > 0).astype(np.int32).reshape(-1, v.ndim), I32)
 
 
 @converter("ScatterElements")

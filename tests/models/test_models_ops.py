@@ -373,3 +373,44 @@ def test_trilu_matches_real_mnn(model_dir, upper: int, shape, k) -> None:
     exp, got = _both(path, {"x": x})
     assert np.array_equal(got, exp)
     assert np.array_equal(got, np.triu(x, k or 0) if upper else np.tril(x, k or 0))
+
+
+# ---------------------------------------------------------------- Less (real MNN compares float bits) and Shrink
+
+def _less_model(model_dir, cshape) -> str:
+    return _model(model_dir, ("less", *cshape), lambda b: b.op("Cast", [b.op("Less", ["x", "c"])], to=1),
+                  {"x": ([3, 8], np.float32), "c": (cshape, np.float32)}, [3, 8])
+
+
+def _signed_values(rng, shape) -> np.ndarray:
+    v = rng.choice(np.array([-2.0, -1.0, -0.5, -0.0, 0.0, 0.5, 1.0], np.float32), shape)
+    return np.where(rng.random(shape) < 0.5, v, rng.standard_normal(shape)).astype(np.float32)
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(cshape=st.sampled_from([[3, 8], [1], [8], [3, 1]]), seed=st.integers(0, 2**31 - 1))
+def test_float_less_matches_real_mnn(model_dir, cshape, seed: int) -> None:
+    """ONNX Less on floats with signs, zeros (-0.0 too) and broadcasting: real MNN 3.6.1's result
+    (an int32 comparison of the float bits, which differs from x < c for two negative values)."""
+    rng = np.random.default_rng(seed)
+    x, c = _signed_values(rng, [3, 8]), _signed_values(rng, cshape)
+    exp, got = _both(_less_model(model_dir, cshape), {"x": x, "c": c})
+    assert np.array_equal(got, exp)
+    bits = (x.view(np.int32) < c.view(np.int32)).astype(np.float32)
+    assert np.array_equal(got, bits)
+
+
+@pytest.mark.parametrize("lambd,bias", [(0.5, 0.0), (0.5, 0.3), (0.0, 1.0)])
+def test_shrink_matches_real_mnn(model_dir, lambd: float, bias: float) -> None:
+    """ONNX Shrink converts to Greater/Less + Select; it follows real MNN, whose ``x < -lambd`` is
+    ``|x| < lambd`` for negative x (so negative inputs differ from ONNX Runtime), and agrees with ONNX
+    Runtime for inputs >= 0."""
+    path = _model(model_dir, ("shrink", lambd, bias), lambda b: b.op("Shrink", ["x"], lambd=lambd, bias=bias),
+                  {"x": ([4, 6], np.float32)}, [4, 6])
+    x = np.linspace(-1.5, 1.5, 24).astype(np.float32).reshape(4, 6)
+    exp, got = _both(path, {"x": x})
+    _assert_close(got, exp, 1e-6)
+    import onnxruntime as ort
+    (onnx_exp,) = ort.InferenceSession(path.replace(".mnn", ".onnx")).run(None, {"x": x})
+    keep = x >= 0
+    _assert_close(got[keep], onnx_exp[keep], 1e-6)
