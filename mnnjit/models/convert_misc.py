@@ -1,6 +1,7 @@
 """Converters for less common MNN op types: DepthToSpace / SpaceToDepth, TopKV2, CumSum, GatherND,
-ScatterNd, LRN, Reverse, ReverseSequence, Where (coordinates of nonzero elements). They map onto
-registered ops (nn_shape, nn_misc and the numpy branch's array ops) or onto movement compositions."""
+ScatterNd, ScatterElements, OneHot, LRN, Reverse, ReverseSequence, Where (coordinates of the elements
+> 0). They map onto registered ops (nn_shape, nn_misc and the numpy branch's array ops) or onto
+movement compositions."""
 from __future__ import annotations
 
 import numpy as np
@@ -129,8 +130,6 @@ def reverse_sequence(ctx: Ctx, op, xs):
     return ctx.emit("reverse_sequence", [x, B.cast_node(xs[1], I32)], attrs)
 
 
-
-
 @converter("Where")
 def where_coordinates(ctx: Ctx, op, xs):
     """TF ``Where`` with one input: the int32 coordinates [n, rank] of the elements > 0 in row-major
@@ -161,7 +160,8 @@ def scatter_elements(ctx: Ctx, op, xs):
     if any(i > d for k, (i, d) in enumerate(zip(idx.shape, data.shape)) if k != axis):
         raise ValueError(f"ScatterElements: indices {list(idx.shape)} exceed the data {list(data.shape)} "
                          f"off axis {axis}")
-    return ctx.emit("scatter_elements", [data, idx, upd], {"axis": axis, "reduction": _scatter_reduction(ctx, op)})
+    attrs = {"axis": axis, "reduction": _scatter_reduction(ctx, op)}
+    return ctx.emit("scatter_elements", [data, idx, upd], attrs)
 
 
 @converter("OneHot")
@@ -174,7 +174,8 @@ def one_hot(ctx: Ctx, op, xs):
     depth = ctx.ints(xs[1], "depth")[0]
     if depth < 0:
         raise ValueError(f"OneHot: depth must be >= 0, got {depth}")
-    on, off = (np.asarray(ctx.value(n, what)).reshape(-1) for n, what in ((xs[2], "on value"), (xs[3], "off value")))
+    on = np.asarray(ctx.value(xs[2], "on value")).reshape(-1)
+    off = np.asarray(ctx.value(xs[3], "off value")).reshape(-1)
     if on.size != 1 or off.size != 1:
         raise ctx.unsupported(op, "on/off values that are not scalars")
     nd = len(idx.shape) + 1

@@ -143,7 +143,8 @@ def _both_mnnjit(mnn_path: str, feeds: dict) -> np.ndarray:
 
 def _assert_close(got: np.ndarray, exp: np.ndarray, tol: float = 1e-4) -> None:
     assert got.shape == exp.shape, (got.shape, exp.shape)
-    assert float(np.abs(got.astype(np.float64) - exp).max(initial=0.0)) <= tol * max(1.0, float(np.abs(exp).max(initial=0.0)))
+    scale = max(1.0, float(np.abs(exp).max(initial=0.0)))
+    assert float(np.abs(got.astype(np.float64) - exp).max(initial=0.0)) <= tol * scale
 
 
 @pytest.fixture(scope="module")
