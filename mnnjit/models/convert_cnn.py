@@ -271,3 +271,31 @@ def interp(ctx: Ctx, op, xs):
     if method == "nearest_ceil":
         attrs["offset"] = (-0.5, -0.5)
     return ctx.emit("resize", [x], attrs)
+
+
+#: MNN's GridSample BorderMode -> the grid_sample op's padding. Real MNN's CPU kernel only tells ZEROS
+#: from the rest: any other mode clamps the sample indices to the border, so REFLECTION (ONNX/PyTorch
+#: "reflection") runs as "border" there, unlike ONNX Runtime; mnnjit follows real MNN.
+_GRID_PADDING = {"ZEROS": "zeros", "CLAMP": "border", "REFLECTION": "border"}
+
+
+@converter("GridSample")
+def grid_sample(ctx: Ctx, op, xs):
+    """Sample ``x`` [N, C, H, W] at the normalised (x, y) points of ``grid`` [N, oh, ow, 2]
+    (bilinear or nearest; zeros, border or reflection padding; align_corners)."""
+    p = op.main or {}
+    if p.get("backward"):
+        raise ctx.unsupported(op, "the backward (gradient) GridSample")
+    if len(xs) != 2:
+        raise ctx.unsupported(op, f"GridSample with {len(xs)} inputs")
+    x, grid = B.cast_node(xs[0], F32), B.cast_node(xs[1], F32)
+    if len(x.shape) != 4:
+        raise ctx.unsupported(op, f"sampling a {len(x.shape)}-D tensor (only 4-D [N, C, H, W])")
+    mode = str(p.get("mode", "BILINEAR"))
+    padding = _GRID_PADDING.get(str(p.get("paddingMode", "ZEROS")))
+    if mode not in ("BILINEAR", "NEAREST") or padding is None:
+        raise ctx.unsupported(op, f"mode {mode}, paddingMode {p.get('paddingMode')}")
+    # real MNN's nearest mode rounds a sample position with floor(v + 0.5) (ONNX: ties to even)
+    attrs = {"mode": mode.lower(), "padding": padding, "align_corners": bool(p.get("alignCorners")),
+             "round_half_up": True}
+    return ctx.emit("grid_sample", [x, grid], attrs)

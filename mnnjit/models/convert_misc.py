@@ -1,9 +1,10 @@
 """Converters for less common MNN op types: DepthToSpace / SpaceToDepth, TopKV2, CumSum, GatherND,
-ScatterNd, LRN, Reverse, ReverseSequence. They map onto registered ops (nn_shape, nn_misc and the
-numpy branch's array ops) or onto movement compositions."""
+ScatterNd, ScatterElements, OneHot, LRN, Reverse, ReverseSequence, Where (coordinates of the elements
+> 0). They map onto registered ops (nn_shape, nn_misc and the numpy branch's array ops) or onto
+movement compositions."""
 from __future__ import annotations
 
-
+import numpy as np
 
 from .._dtypes import F32, I32
 from ..ops import build as B
@@ -69,14 +70,29 @@ def gather_nd(ctx: Ctx, op, xs):
     return ctx.emit("gather_nd", [xs[0], B.cast_node(xs[1], I32)], {"batch_dims": batch})
 
 
+#: The BinaryOp opType of a ScatterNd / ScatterElements op (how an update meets the value already there)
+#: -> the scatter ops' reduction; no opType (-1) writes the update (the last one for repeated indexes).
+#: MAXIMUM and MINIMUM are refused: real MNN's CPU backend leaves the data unchanged with them (measured),
+#: and no MNN converter writes them (ONNX's reduction attribute is dropped; torch scatter_add gives ADD).
+_SCATTER_REDUCTIONS = {"ADD": "add", "MUL": "mul"}
+
+
+def _scatter_reduction(ctx: Ctx, op) -> str:
+    p = op.main if isinstance(op.main, dict) else {}
+    kind = p.get("opType", -1)
+    if kind is None or (isinstance(kind, int) and kind < 0):
+        return "none"
+    if str(kind) not in _SCATTER_REDUCTIONS:
+        raise ctx.unsupported(op, f"scatter with the {kind} reduction")
+    return _SCATTER_REDUCTIONS[str(kind)]
+
+
 @converter("ScatterNd")
 def scatter_nd(ctx: Ctx, op, xs):
     """ScatterNd(indices, updates, shape[, data]): updates written into data (or zeros of shape)."""
-    p = op.main or {}
     idx, upd = B.cast_node(xs[0], I32), xs[1]
     shape = tuple(ctx.ints(xs[2], "shape"))
-    reduction = {"NONE": "none", "ADD": "add", "MUL": "mul", "MAXIMUM": "max", "MINIMUM": "min"}.get(
-        str(p.get("reduction", "NONE")) if isinstance(p, dict) and p else "NONE", "none")
+    reduction = _scatter_reduction(ctx, op)
     ins = [idx, upd] + ([B.cast_node(xs[3], upd.dtype)] if len(xs) > 3 else [])
     return ctx.emit("scatter_nd", ins, {"shape": shape, "reduction": reduction})
 
@@ -114,3 +130,57 @@ def reverse_sequence(ctx: Ctx, op, xs):
     return ctx.emit("reverse_sequence", [x, B.cast_node(xs[1], I32)], attrs)
 
 
+@converter("Where")
+def where_coordinates(ctx: Ctx, op, xs):
+    """TF ``Where`` with one input: the int32 coordinates [n, rank] of the elements > 0 in row-major
+    order (real MNN's rule, as ``expr.where``; ONNX NonZero converts to ``Where(x != 0)``, where > 0 and
+    non-zero agree). The output shape depends on the values, so the plan is translated again with the
+    input values at each forward."""
+    if len(xs) != 1:
+        raise ctx.unsupported(op, f"Where with {len(xs)} inputs (the three-input form is Select)")
+    v = np.asarray(ctx.value(xs[0], "condition"))
+    return ctx.const(np.argwhere(v > 0).astype(np.int32).reshape(-1, v.ndim), I32)
+
+
+@converter("ScatterElements")
+def scatter_elements(ctx: Ctx, op, xs):
+    """ONNX ScatterElements / torch scatter(_add): ``data`` with ``updates`` written at ``indices`` along
+    ``axis`` (the fourth input, 0 when absent). Out-of-range indices raise IndexError; negative ones
+    count from the end as in ONNX (real MNN does not wrap them: it writes outside the row there)."""
+    if len(xs) < 3:
+        raise ctx.unsupported(op, f"ScatterElements with {len(xs)} inputs")
+    data, idx = xs[0], B.cast_node(xs[1], I32)
+    upd = B.cast_node(xs[2], data.dtype)
+    axis = ctx.ints(xs[3], "axis")[0] if len(xs) > 3 else 0
+    nd = len(data.shape)
+    axis = B.normalize_axis(axis, nd)
+    if len(idx.shape) != nd or tuple(idx.shape) != tuple(upd.shape):
+        raise ValueError(f"ScatterElements: indices {list(idx.shape)} and updates {list(upd.shape)} must have "
+                         f"one shape of the data's rank {nd}")
+    if any(i > d for k, (i, d) in enumerate(zip(idx.shape, data.shape)) if k != axis):
+        raise ValueError(f"ScatterElements: indices {list(idx.shape)} exceed the data {list(data.shape)} "
+                         f"off axis {axis}")
+    attrs = {"axis": axis, "reduction": _scatter_reduction(ctx, op)}
+    return ctx.emit("scatter_elements", [data, idx, upd], attrs)
+
+
+@converter("OneHot")
+def one_hot(ctx: Ctx, op, xs):
+    """TF OneHot(indices, depth, on_value, off_value) with the new axis at ``axis`` (-1: last)."""
+    p = op.main or {}
+    if len(xs) != 4:
+        raise ctx.unsupported(op, f"OneHot with {len(xs)} inputs")
+    idx = B.cast_node(xs[0], I32)
+    depth = ctx.ints(xs[1], "depth")[0]
+    if depth < 0:
+        raise ValueError(f"OneHot: depth must be >= 0, got {depth}")
+    on = np.asarray(ctx.value(xs[2], "on value")).reshape(-1)
+    off = np.asarray(ctx.value(xs[3], "off value")).reshape(-1)
+    if on.size != 1 or off.size != 1:
+        raise ctx.unsupported(op, "on/off values that are not scalars")
+    nd = len(idx.shape) + 1
+    axis = int(p.get("axis", -1))
+    axis = -1 if axis == -1 else B.normalize_axis(axis, nd)
+    dt = xs[2].dtype
+    return ctx.emit("one_hot", [idx], {"depth": depth, "on": on[0].item(), "off": off[0].item(), "axis": axis,
+                                        "dtype": np.dtype(dt).name})

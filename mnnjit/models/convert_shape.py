@@ -140,13 +140,15 @@ def _slice(x: Node, begin: list[int], end: list[int], step: list[int]) -> Node:
 
 @converter("SliceTf")
 def slice_tf(ctx: Ctx, op, xs):
-    """``x[begin : begin + size]`` per axis (size -1 runs to the end)."""
+    """``x[begin : begin + size]`` per axis (size -1 runs to the end). A negative begin counts from
+    the end of its axis, as real MNN's SliceTf reads it (ONNX Trilu converts to ``SliceTf(shape, [-1], [1])``)."""
     x = xs[0]
     begin = ctx.ints(xs[1], "begin")
     size = ctx.ints(xs[2], "size")
     b, e, s = [], [], []
     for ax, n in enumerate(x.shape):
         st = begin[ax] if ax < len(begin) else 0
+        st = st + n if st < 0 else st
         sz = size[ax] if ax < len(size) else -1
         en = n if sz < 0 else st + sz
         if not (0 <= st <= en <= n):

@@ -270,8 +270,10 @@ def _grid_sample_ref(xs, attrs):
         return np.where(valid[..., None], v, 0.0) * wt[..., None]
 
     if attrs.get("mode", "bilinear") == "nearest":
-        iy = np.rint(gy).astype(np.intp)  # round half to even, as ONNX Runtime / PyTorch
-        ix = np.rint(gx).astype(np.intp)
+        if attrs.get("round_half_up", False):  # real MNN: floor(v + 0.5)
+            iy, ix = np.floor(gy + 0.5).astype(np.intp), np.floor(gx + 0.5).astype(np.intp)
+        else:  # round half to even, as ONNX Runtime / PyTorch
+            iy, ix = np.rint(gy).astype(np.intp), np.rint(gx).astype(np.intp)
         acc = tap(iy, ix, np.ones_like(gx))
     else:
         x0, y0 = np.floor(gx), np.floor(gy)
@@ -292,4 +294,5 @@ def _grid_sample_infer(inputs, attrs):
 
 
 register(OpDef("grid_sample", "opaque", _grid_sample_infer, _grid_sample_ref, mnn_type="GridSample",
-               doc="GridSample (attrs mode bilinear/nearest, padding zeros/border/reflection, align_corners)"))
+               doc="GridSample (attrs mode bilinear/nearest, padding zeros/border/reflection, align_corners, "
+                   "round_half_up: nearest rounds ties up instead of to even)"))

@@ -6,6 +6,8 @@ import tempfile
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import mnnjit as MNN
 from mnnjit_models_fixtures import _Builder, convert, real_mnn_forward
@@ -96,3 +98,322 @@ def test_op_matches_real_mnn(name: str) -> None:
         got = MNN.nn.load_module_from_file(mnn_path, ["x"], ["y"]).forward([MNN.expr.const(x, shape)])[0].read()
         assert got.shape == exp.shape
         assert float(np.abs(got - exp).max()) <= 1e-3 * max(1.0, float(np.abs(exp).max()))
+
+
+# ---------------------------------------------------------------- ops with several or int inputs
+
+def _onnx_io(b, name: str, shape, dtype=np.float32):
+    from onnx import TensorProto
+    elem = {np.dtype(np.float32): TensorProto.FLOAT, np.dtype(np.int64): TensorProto.INT64}[np.dtype(dtype)]
+    return b.h.make_tensor_value_info(name, elem, shape)
+
+
+def _converted(d: str, build, inputs: dict, out, out_dtype=np.float32) -> str:
+    """Build the ONNX model ``build(b)`` (last node's output is "y") with ``inputs`` {name: (shape, dtype)},
+    convert it with real MNN's converter into directory ``d``; returns the .mnn path."""
+    b = _Builder(0)
+    build(b)
+    b.nodes[-1].output[0] = "y"
+    onnx_path, mnn_path = os.path.join(d, "m.onnx"), os.path.join(d, "m.mnn")
+    b.save(onnx_path, [_onnx_io(b, n, s, t) for n, (s, t) in inputs.items()], [_onnx_io(b, "y", out, out_dtype)])
+    return convert(onnx_path, mnn_path)
+
+
+def _mnn_dtype(mod, a: np.ndarray):
+    return mod.expr.int if a.dtype.kind in "iu" else mod.expr.float
+
+
+def _both(mnn_path: str, feeds: dict) -> tuple[np.ndarray, np.ndarray]:
+    """(real MNN's, mnnjit's) output "y" of the model for ``feeds`` (int inputs fed as int32)."""
+    import MNN as REAL
+    feeds = {k: (v.astype(np.int32) if v.dtype.kind in "iu" else v.astype(np.float32)) for k, v in feeds.items()}
+    outs = []
+    for mod in (REAL, MNN):
+        m = mod.nn.load_module_from_file(mnn_path, list(feeds), ["y"])
+        xs = [mod.expr.const(a, list(a.shape), mod.expr.NCHW, _mnn_dtype(mod, a)) for a in feeds.values()]
+        outs.append(np.array(m.forward(xs)[0].read(), copy=True))
+    return outs[0], outs[1]
+
+
+def _both_mnnjit(mnn_path: str, feeds: dict) -> np.ndarray:
+    """mnnjit's output "y" of the model for ``feeds`` (int inputs fed as int32)."""
+    m = MNN.nn.load_module_from_file(mnn_path, list(feeds), ["y"])
+    xs = [MNN.expr.const(a.astype(np.int32) if a.dtype.kind in "iu" else a, list(a.shape), MNN.expr.NCHW,
+                         _mnn_dtype(MNN, a)) for a in feeds.values()]
+    return m.forward(xs)[0].read()
+
+
+def _assert_close(got: np.ndarray, exp: np.ndarray, tol: float = 1e-4) -> None:
+    assert got.shape == exp.shape, (got.shape, exp.shape)
+    scale = max(1.0, float(np.abs(exp).max(initial=0.0)))
+    assert float(np.abs(got.astype(np.float64) - exp).max(initial=0.0)) <= tol * scale
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory):
+    """A directory for this module's converted models (each converted once, reused by the tests)."""
+    return tmp_path_factory.mktemp("ops_models")
+
+
+_MODELS: dict = {}
+
+
+def _model(model_dir, key, build, inputs: dict, out, out_dtype=np.float32) -> str:
+    """``_converted`` once per ``key`` for the module."""
+    if key not in _MODELS:
+        d = os.path.join(str(model_dir), "_".join(str(k) for k in key))
+        os.makedirs(d, exist_ok=True)
+        _MODELS[key] = _converted(d, build, inputs, out, out_dtype)
+    return _MODELS[key]
+
+
+# ---------------------------------------------------------------- GridSample
+
+GS_X, GS_G = [2, 3, 5, 7], [2, 4, 6, 2]
+
+
+def _grid_model(model_dir, mode: str, pad: str, align: int) -> str:
+    build = lambda b: b.op("GridSample", ["x", "g"], mode=mode, padding_mode=pad, align_corners=align)  # noqa: E731
+    return _model(model_dir, ("gs", mode, pad, align), build,
+                  {"x": (GS_X, np.float32), "g": (GS_G, np.float32)}, GS_X[:2] + GS_G[1:3])
+
+
+@pytest.mark.parametrize("mode", ["bilinear", "nearest"])
+@pytest.mark.parametrize("pad", ["zeros", "border", "reflection"])
+@pytest.mark.parametrize("align", [0, 1])
+def test_grid_sample_matches_real_mnn(model_dir, mode: str, pad: str, align: int) -> None:
+    """GridSample against real MNN, with sample points outside [-1, 1] and on rounding ties
+    (real MNN's nearest rounds ties up; its reflection padding clamps like border)."""
+    path = _grid_model(model_dir, mode, pad, align)
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal(GS_X).astype(np.float32)
+    g = rng.uniform(-1.4, 1.4, GS_G).astype(np.float32)
+    g[0, 0, :, 0] = [-1, 1, 0, -6 / 7, 2 / 7, 0.5]  # ties of nearest rounding for both align_corners values
+    g[0, 1, :, 1] = [-1, 1, 0, 0.5, -0.5, 0.75]
+    exp, got = _both(path, {"x": x, "g": g})
+    _assert_close(got, exp)
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(mode=st.sampled_from(["bilinear", "nearest"]), pad=st.sampled_from(["zeros", "border"]),
+       align=st.sampled_from([0, 1]), seed=st.integers(0, 2**31 - 1), spread=st.floats(0.1, 3.0))
+def test_grid_sample_random_grids(model_dir, mode: str, pad: str, align: int, seed: int, spread: float) -> None:
+    """Random sample grids (inside and far outside the image) against real MNN."""
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal(GS_X).astype(np.float32)
+    g = rng.uniform(-spread, spread, GS_G).astype(np.float32)
+    exp, got = _both(_grid_model(model_dir, mode, pad, align), {"x": x, "g": g})
+    _assert_close(got, exp)
+
+
+# ---------------------------------------------------------------- NonZero (MNN op type Where)
+
+def _nonzero_model(model_dir, shape) -> str:
+    return _model(model_dir, ("nonzero", *shape), lambda b: b.op("NonZero", ["x"]), {"x": (shape, np.float32)},
+                  [len(shape), "n"], np.int64)
+
+
+def _sparse(rng, shape, frac: float) -> np.ndarray:
+    return (rng.standard_normal(shape) * (rng.random(shape) < frac)).astype(np.float32)
+
+
+@pytest.mark.parametrize("shape", [[7], [3, 4], [2, 3, 4]])
+@pytest.mark.parametrize("frac", [0.1, 0.5, 1.0])
+def test_nonzero_matches_real_mnn(model_dir, shape, frac: float) -> None:
+    """ONNX NonZero (MNN Where + Transpose): the coordinates of the nonzero elements, a data-dependent shape."""
+    x = _sparse(np.random.default_rng(len(shape)), shape, frac)
+    x.reshape(-1)[0] = 1.0  # at least one (real MNN cannot read an empty output)
+    exp, got = _both(_nonzero_model(model_dir, shape), {"x": x})
+    assert got.dtype == exp.dtype and np.array_equal(got, exp)
+
+
+def test_nonzero_count_changes_between_forwards(model_dir) -> None:
+    """One loaded module, inputs with different nonzero counts (none at all too): numpy's nonzero."""
+    m = MNN.nn.load_module_from_file(_nonzero_model(model_dir, [3, 4]), ["x"], ["y"])
+    rng = np.random.default_rng(5)
+    for frac in (0.5, 0.0, 1.0, 0.2):
+        x = _sparse(rng, [3, 4], frac)
+        got = m.forward([MNN.expr.const(x, [3, 4])])[0].read()
+        assert np.array_equal(got, np.array(np.nonzero(x))), frac
+
+
+def test_nonzero_feeds_gather_nd(model_dir) -> None:
+    """NonZero's coordinates used downstream (GatherND of the nonzero values, then a sum)."""
+    def build(b):
+        idx = b.op("Transpose", [b.op("NonZero", ["x"])], perm=[1, 0])
+        b.op("ReduceSum", [b.op("GatherND", ["x", idx])], keepdims=0)
+    path = _model(model_dir, ("nonzero_gather",), build, {"x": ([4, 5], np.float32)}, [])
+    m = MNN.nn.load_module_from_file(path, ["x"], ["y"])
+    for seed in range(3):
+        x = _sparse(np.random.default_rng(seed), [4, 5], 0.4)
+        x[0, 0] = 2.0
+        exp, got = _both(path, {"x": x})
+        _assert_close(got, exp)
+        _assert_close(m.forward([MNN.expr.const(x, [4, 5])])[0].read(), np.asarray(x.sum(), np.float32))
+
+
+# ---------------------------------------------------------------- ScatterElements
+
+def _scatter_model(model_dir, axis: int, data, idx, reduction: str | None = None) -> str:
+    """ONNX ScatterElements (data and updates inputs, indices an input too); ``reduction`` rewrites the MNN
+    op's BinaryOp opType (the ONNX converter always writes none; MNN's torch converter writes ADD)."""
+    build = lambda b: b.op("ScatterElements", ["x", "i", "u"], axis=axis)  # noqa: E731
+    path = _model(model_dir, ("scatter", axis, *data, *idx), build,
+                  {"x": (data, np.float32), "i": (idx, np.int64), "u": (idx, np.float32)}, data)
+    if reduction is None:
+        return path
+    from mnnjit.format.reader import read_net
+    from mnnjit.format.writer import write_net
+    net = read_net(path)
+    (op,) = [o for o in net.oplists if o.type == "ScatterElements"]
+    op.main["opType"] = reduction
+    out = path.replace(".mnn", f"_{reduction}.mnn")
+    write_net(net, out)
+    return out
+
+
+SCATTER_CASES = [(0, [4, 3], [2, 3]), (1, [3, 5], [3, 2]), (1, [2, 3, 4], [2, 2, 3]), (-1, [2, 3, 4], [1, 3, 2]),
+                 (0, [6], [4])]
+
+
+def _scatter_feeds(rng, axis: int, data, idx, unique: bool):
+    x = rng.standard_normal(data).astype(np.float32)
+    ax = axis % len(data)
+    if unique:  # distinct targets along the axis, so the result does not depend on the write order
+        i = np.argsort(rng.random(tuple(idx[:ax]) + (data[ax],) + tuple(idx[ax + 1:])), axis=ax)
+        i = np.take(i, np.arange(idx[ax]), axis=ax)
+    else:
+        i = rng.integers(0, data[ax], idx)
+    return {"x": x, "i": i.astype(np.int64), "u": rng.standard_normal(idx).astype(np.float32)}
+
+
+@pytest.mark.parametrize("axis,data,idx", SCATTER_CASES)
+def test_scatter_elements_matches_real_mnn(model_dir, axis: int, data, idx) -> None:
+    """ScatterElements along axis 0, 1 and -1 against real MNN and ONNX Runtime (distinct indices)."""
+    path = _scatter_model(model_dir, axis, data, idx)
+    feeds = _scatter_feeds(np.random.default_rng(axis + len(data)), axis, data, idx, unique=True)
+    exp, got = _both(path, feeds)
+    _assert_close(got, exp)
+    import onnxruntime as ort
+    (onnx_exp,) = ort.InferenceSession(path.replace(".mnn", ".onnx")).run(None, feeds)
+    _assert_close(got, onnx_exp)
+
+
+@pytest.mark.parametrize("reduction", ["ADD", "MUL"])
+@pytest.mark.parametrize("axis,data,idx", SCATTER_CASES[:3])
+def test_scatter_elements_reductions_match_real_mnn(model_dir, reduction: str, axis: int, data, idx) -> None:
+    """The BinaryOp reductions (torch scatter_add and the like), with repeated indices."""
+    path = _scatter_model(model_dir, axis, data, idx, reduction)
+    exp, got = _both(path, _scatter_feeds(np.random.default_rng(7), axis, data, idx, unique=False))
+    _assert_close(got, exp)
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(case=st.sampled_from(SCATTER_CASES), seed=st.integers(0, 2**31 - 1))
+def test_scatter_elements_random(model_dir, case, seed: int) -> None:
+    """Random data, distinct indices and updates against real MNN."""
+    axis, data, idx = case
+    exp, got = _both(_scatter_model(model_dir, axis, data, idx),
+                     _scatter_feeds(np.random.default_rng(seed), axis, data, idx, unique=True))
+    _assert_close(got, exp)
+
+
+def test_scatter_elements_max_reduction_is_refused(model_dir) -> None:
+    """MAXIMUM is refused up front (real MNN ignores the updates with it), not run with other semantics."""
+    from mnnjit.models.translate import UnsupportedOpError
+    path = _scatter_model(model_dir, *SCATTER_CASES[0], "MAXIMUM")
+    feeds = _scatter_feeds(np.random.default_rng(0), *SCATTER_CASES[0], unique=True)
+    with pytest.raises(UnsupportedOpError, match="MAXIMUM"):
+        _both_mnnjit(path, feeds)
+
+
+def test_scatter_elements_bad_index_raises(model_dir) -> None:
+    """An index past the axis is a clear IndexError (real MNN writes out of bounds)."""
+    path = _scatter_model(model_dir, *SCATTER_CASES[1])
+    feeds = _scatter_feeds(np.random.default_rng(0), *SCATTER_CASES[1], unique=True)
+    feeds["i"][1, 1] = 5
+    with pytest.raises(IndexError, match="out of bounds"):
+        _both_mnnjit(path, feeds)
+
+
+# ---------------------------------------------------------------- OneHot
+
+def _one_hot_model(model_dir, axis: int, depth: int = 7) -> str:
+    build = lambda b: b.op("OneHot", ["i", i64(b, depth), f32(b, [-0.5, 2.0])], axis=axis)  # noqa: E731
+    return _model(model_dir, ("onehot", axis, depth), build, {"i": ([2, 5], np.int64)}, ["a", "b", "c"])
+
+
+@pytest.mark.parametrize("axis", [-1, 0, 1, 2])
+def test_one_hot_matches_real_mnn(model_dir, axis: int) -> None:
+    """OneHot with the new axis first, inside and last; indices out of [0, depth) (negative ones too:
+    real MNN does not wrap them, unlike ONNX) give the off value."""
+    i = np.array([[0, 3, 6, -1, -7], [7, 2, -8, 1, 1]])
+    exp, got = _both(_one_hot_model(model_dir, axis), {"i": i})
+    assert got.shape == exp.shape and np.array_equal(got, exp)
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(axis=st.sampled_from([-1, 0, 1]), depth=st.sampled_from([1, 4]), seed=st.integers(0, 2**31 - 1))
+def test_one_hot_random(model_dir, axis: int, depth: int, seed: int) -> None:
+    """Random indices around [0, depth) against real MNN."""
+    i = np.random.default_rng(seed).integers(-depth - 2, depth + 2, (2, 5))
+    exp, got = _both(_one_hot_model(model_dir, axis, depth), {"i": i})
+    assert got.shape == exp.shape and np.array_equal(got, exp)
+
+
+# ---------------------------------------------------------------- Trilu (SliceTf with a negative begin)
+
+@pytest.mark.parametrize("upper", [1, 0])
+@pytest.mark.parametrize("shape", [[5, 5], [6, 3], [3, 4, 6]])
+@pytest.mark.parametrize("k", [None, 0, 2, -1])
+def test_trilu_matches_real_mnn(model_dir, upper: int, shape, k) -> None:
+    """ONNX Trilu converts to Shape, SliceTf(shape, [-1], [1]) (a negative begin), Range, Select:
+    against real MNN and numpy's triu / tril."""
+    def build(b):
+        b.op("Trilu", ["x"] if k is None else ["x", i64(b, k)], upper=upper)
+    path = _model(model_dir, ("trilu", upper, *shape, k), build, {"x": (shape, np.float32)}, shape)
+    x = np.random.default_rng(len(shape)).standard_normal(shape).astype(np.float32)
+    exp, got = _both(path, {"x": x})
+    assert np.array_equal(got, exp)
+    assert np.array_equal(got, np.triu(x, k or 0) if upper else np.tril(x, k or 0))
+
+
+# ---------------------------------------------------------------- Less (real MNN compares float bits) and Shrink
+
+def _less_model(model_dir, cshape) -> str:
+    return _model(model_dir, ("less", *cshape), lambda b: b.op("Cast", [b.op("Less", ["x", "c"])], to=1),
+                  {"x": ([3, 8], np.float32), "c": (cshape, np.float32)}, [3, 8])
+
+
+def _signed_values(rng, shape) -> np.ndarray:
+    v = rng.choice(np.array([-2.0, -1.0, -0.5, -0.0, 0.0, 0.5, 1.0], np.float32), shape)
+    return np.where(rng.random(shape) < 0.5, v, rng.standard_normal(shape)).astype(np.float32)
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(cshape=st.sampled_from([[3, 8], [1], [8], [3, 1]]), seed=st.integers(0, 2**31 - 1))
+def test_float_less_matches_real_mnn(model_dir, cshape, seed: int) -> None:
+    """ONNX Less on floats with signs, zeros (-0.0 too) and broadcasting: real MNN 3.6.1's result
+    (an int32 comparison of the float bits, which differs from x < c for two negative values)."""
+    rng = np.random.default_rng(seed)
+    x, c = _signed_values(rng, [3, 8]), _signed_values(rng, cshape)
+    exp, got = _both(_less_model(model_dir, cshape), {"x": x, "c": c})
+    assert np.array_equal(got, exp)
+    bits = (x.view(np.int32) < c.view(np.int32)).astype(np.float32)
+    assert np.array_equal(got, bits)
+
+
+@pytest.mark.parametrize("lambd,bias", [(0.5, 0.0), (0.5, 0.3), (0.0, 1.0)])
+def test_shrink_matches_real_mnn(model_dir, lambd: float, bias: float) -> None:
+    """ONNX Shrink converts to Greater/Less + Select; it follows real MNN, whose ``x < -lambd`` is
+    ``|x| < lambd`` for negative x (so negative inputs differ from ONNX Runtime), and agrees with ONNX
+    Runtime for inputs >= 0."""
+    path = _model(model_dir, ("shrink", lambd, bias), lambda b: b.op("Shrink", ["x"], lambd=lambd, bias=bias),
+                  {"x": ([4, 6], np.float32)}, [4, 6])
+    x = np.linspace(-1.5, 1.5, 24).astype(np.float32).reshape(4, 6)
+    exp, got = _both(path, {"x": x})
+    _assert_close(got, exp, 1e-6)
+    import onnxruntime as ort
+    (onnx_exp,) = ort.InferenceSession(path.replace(".mnn", ".onnx")).run(None, {"x": x})
+    keep = x >= 0
+    _assert_close(got[keep], onnx_exp[keep], 1e-6)
