@@ -417,3 +417,84 @@ def test_shrink_matches_real_mnn(model_dir, lambd: float, bias: float) -> None:
     (onnx_exp,) = ort.InferenceSession(path.replace(".mnn", ".onnx")).run(None, {"x": x})
     keep = x >= 0
     _assert_close(got[keep], onnx_exp[keep], 1e-6)
+
+
+# ---------------------------------------------------------------- NMS, RoiAlign, GatherElements, Dropout
+
+def _nms_model(model_dir, max_out: int, iou: float, thr: float) -> str:
+    def build(b):
+        return b.op("NonMaxSuppression", ["boxes", "scores", b.init(np.array([max_out], np.int64), "m"),
+                                          f32(b, [iou]), f32(b, [thr])])
+    return _model(model_dir, ("nms", max_out, iou, thr), build,
+                  {"boxes": ([1, 12, 4], np.float32), "scores": ([1, 1, 12], np.float32)}, [None, 3], np.int64)
+
+
+@pytest.mark.parametrize("max_out,iou,thr", [(3, 0.5, 0.0), (12, 0.3, -1.0), (5, 0.7, 0.4)])
+def test_non_max_suppression_matches_real_mnn(model_dir, max_out: int, iou: float, thr: float) -> None:
+    """ONNX NonMaxSuppression (MNN NonMaxSuppressionV2): the kept boxes' count depends on the
+    values, so the plan is re-translated per forward; one module, several inputs."""
+    path = _nms_model(model_dir, max_out, iou, thr)
+    m = MNN.nn.load_module_from_file(path, ["boxes", "scores"], ["y"])
+    for seed in range(4):
+        rng = np.random.default_rng(seed)
+        corners = rng.uniform(0, 10, (1, 12, 2, 2)).astype(np.float32)
+        boxes = np.sort(corners, axis=2).reshape(1, 12, 4)   # (y1, x1, y2, x2)
+        scores = rng.uniform(-0.2, 1, (1, 1, 12)).astype(np.float32)
+        exp, _ = _both(path, {"boxes": boxes, "scores": scores})
+        got = m.forward([MNN.expr.const(boxes, [1, 12, 4]), MNN.expr.const(scores, [1, 1, 12])])[0].read()
+        assert np.array_equal(np.asarray(got), exp), (seed, got, exp)
+
+
+@pytest.mark.parametrize("mode", ["avg", "max"])
+@pytest.mark.parametrize("ratio", [0, 2])
+def test_roi_align_matches_real_mnn(model_dir, mode: str, ratio: int) -> None:
+    """ONNX RoiAlign (rois [K, 4] and batch indices) as MNN ROIAlign on an NC4HW4 input."""
+    rois = np.array([[0, 0, 4, 4], [1, 2, 7, 6], [0.5, 1.5, 3.2, 7.9]], np.float32)
+
+    def build(b):
+        return b.op("RoiAlign", ["x", f32(b, rois), b.init(np.array([0, 1, 1], np.int64), "bi")],
+                    output_height=3, output_width=2, sampling_ratio=ratio, spatial_scale=0.9, mode=mode)
+    path = _model(model_dir, ("roialign", mode, ratio), build, {"x": ([2, 4, 8, 8], np.float32)}, [3, 4, 3, 2])
+    x = np.random.default_rng(ratio).standard_normal((2, 4, 8, 8)).astype(np.float32)
+    exp, got = _both(path, {"x": x})
+    _assert_close(got, exp, 1e-4)
+
+
+@pytest.mark.parametrize("axis", [0, 1, -1])
+def test_gather_elements_matches_real_mnn(model_dir, axis: int) -> None:
+    """Indices in [0, n) match real MNN and numpy's take_along_axis."""
+    shape = [3, 4, 5]
+    idx = np.random.default_rng(axis % 3 + 5).integers(0, shape[axis], (2, 3, 4)).astype(np.int64)
+    path = _model(model_dir, ("gather_el", axis), lambda b: b.op("GatherElements", ["x", b.init(idx, "i")], axis=axis),
+                  {"x": (shape, np.float32)}, [2, 3, 4])
+    x = np.random.default_rng(axis % 3).standard_normal(shape).astype(np.float32)
+    exp, got = _both(path, {"x": x})
+    _assert_close(got, exp, 0)
+    src = x[tuple(slice(0, None) if a == axis % 3 else slice(0, m) for a, m in enumerate(idx.shape))]
+    np.testing.assert_array_equal(got, np.take_along_axis(src, idx, axis=axis))
+
+
+def test_gather_elements_negative_indices_count_from_the_end(tmp_path) -> None:
+    """ONNX's meaning (real MNN reads at the flat offset there: see COMPATIBILITY.md)."""
+    idx = np.array([[-1, 0, -3, 2]], np.int64)
+    path = _converted(str(tmp_path), lambda b: b.op("GatherElements", ["x", b.init(idx, "i")], axis=1),
+                      {"x": ([2, 3], np.float32)}, [1, 4])
+    x = np.array([[10, 20, 30], [40, 50, 60]], np.float32)
+    np.testing.assert_array_equal(_both_mnnjit(path, {"x": x}), [[30, 10, 10, 30]])
+
+
+def test_gather_elements_index_out_of_range_raises(tmp_path) -> None:
+    idx = np.array([[0, 7]], np.int64)
+    path = _converted(str(tmp_path), lambda b: b.op("GatherElements", ["x", b.init(idx, "i")], axis=1),
+                      {"x": ([1, 3], np.float32)}, [1, 2])
+    with pytest.raises(IndexError, match="out of bounds"):
+        m = MNN.nn.load_module_from_file(path, ["x"], ["y"])
+        m.forward([MNN.expr.const(np.zeros((1, 3), np.float32), [1, 3])])[0].read()
+
+
+def test_dropout_is_identity(tmp_path) -> None:
+    """ONNX Dropout survives MNN's converter as an MNN Dropout op (real MNN 3.6.1 cannot run it);
+    at inference it passes its input through."""
+    path = _converted(str(tmp_path), lambda b: b.op("Dropout", ["x"]), {"x": ([2, 5], np.float32)}, [2, 5])
+    x = np.random.default_rng(0).standard_normal((2, 5)).astype(np.float32)
+    np.testing.assert_array_equal(_both_mnnjit(path, {"x": x}), x)
