@@ -50,14 +50,36 @@ def _mnn_float_less(a: Node, b: Node) -> Node:
     return node_of(B.select(mixed, sa, same_sign))
 
 
+def _int_trunc_div(a: Node, b: Node) -> Node:
+    """Integer division rounding toward zero (C's ``/``; ONNX Div on integers): the floor quotient,
+    plus one where the remainder is non-zero and the operands' signs differ."""
+    q = node_of(B.binary("floordiv", a, b))
+    r = node_of(B.binary("sub", a, B.binary("mul", q, b)))
+    zero = B.scalar_node(0, r.dtype)
+    signs_differ = B.binary("not_equal", B.binary("less", a, zero), B.binary("less", b, zero))
+    fix = B.binary("logical_and", B.binary("not_equal", r, zero), signs_differ)
+    return node_of(B.binary("add", q, B.cast(fix, q.dtype)))
+
+
+#: MOD / FLOORMOD on two integer tensors, as real MNN 3.6.1 computes them (measured): MOD takes the
+#: divisor's sign (Python's %, ONNX Mod fmod=0), FLOORMOD the dividend's (C's %) - the reverse of
+#: their float meanings
+_INT_MOD = {"MOD": "mod", "FLOORMOD": "fmod"}
+
+
 @converter("BinaryOp")
 def binary_op(ctx: Ctx, op, xs):
     """Elementwise binary op with broadcasting (``activationType`` 1 adds a ReLU)."""
     p = op.main or {}
     kind = str(p.get("opType", "ADD"))
     a, b = xs[0], xs[1]
-    if kind in ("DIV", "REALDIV") and a.dtype.kind in "iu" and b.dtype.kind in "iu":
-        name = "floordiv"  # MNN divides integers to an integer (shape arithmetic); see docs/COMPATIBILITY.md
+    ints = a.dtype.kind in "iu" and b.dtype.kind in "iu"
+    if kind in ("DIV", "REALDIV") and ints:
+        # real MNN divides integers to an integer, rounding toward zero (measured: -7 / 3 = -2)
+        out = _int_trunc_div(a, b)
+        return _relu(ctx, out) if int(p.get("activationType") or 0) == 1 else out
+    if kind in _INT_MOD and ints:
+        name = _INT_MOD[kind]
     elif kind == "LESS" and a.dtype.kind == "f" and b.dtype.kind == "f":
         return _mnn_float_less(a, b)
     elif kind == "MUL_SILU":

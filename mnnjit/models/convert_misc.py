@@ -9,7 +9,7 @@ import numpy as np
 from .._dtypes import F32, I32
 from ..ops import build as B
 from .convert_shape import _slice
-from .translate import Ctx, converter
+from .translate import Ctx, converter, node_of
 
 
 @converter("DepthToSpace")
@@ -65,9 +65,19 @@ def cumsum(ctx: Ctx, op, xs):
 
 @converter("GatherND")
 def gather_nd(ctx: Ctx, op, xs):
-    """TF/ONNX GatherND (batch_dims from the op's GatherND table or 0)."""
-    batch = int((op.main or {}).get("batchDims") or 0) if isinstance(op.main, dict) else 0
-    return ctx.emit("gather_nd", [xs[0], B.cast_node(xs[1], I32)], {"batch_dims": batch})
+    """TF/ONNX GatherND (batch_dims from the op's GatherND table or 0). An ``axis`` parameter
+    ``a`` (MNN's converter writes ONNX batch_dims this way, with the batch offsets already added to
+    the indices) gathers from the data with its first ``a + 1`` dimensions merged into one."""
+    p = op.main if isinstance(op.main, dict) else {}
+    batch = int(p.get("batchDims") or 0)
+    x = xs[0]
+    axis = int(p.get("axis") or 0)
+    if axis > 0:
+        if axis >= len(x.shape):
+            raise ValueError(f"{ctx.op_label}: GatherND axis {axis} is out of range for shape {list(x.shape)}")
+        lead = int(np.prod(x.shape[:axis + 1], dtype=np.int64))
+        x = node_of(B.reshape(x, (lead,) + tuple(x.shape[axis + 1:])))
+    return ctx.emit("gather_nd", [x, B.cast_node(xs[1], I32)], {"batch_dims": batch})
 
 
 #: The BinaryOp opType of a ScatterNd / ScatterElements op (how an update meets the value already there)
