@@ -64,31 +64,31 @@ def _rois_with_batch(ctx: Ctx, xs: list) -> Node:
     return node_of(B.concat([col, rois], 1))
 
 
+def _roi_op(ctx: Ctx, op, xs, name: str, extra: dict):
+    """Emit ``name`` (roi_align / roi_pooling) on 4-D data with the bins and scale of the op's
+    RoiParameters and the ``extra`` attributes."""
+    p = op.main or {}
+    x = xs[0]
+    if len(x.shape) != 4:
+        raise ValueError(f"{ctx.op_label}: {op.type} input must be 4-D, got shape {list(x.shape)}")
+    attrs = {"pooled": (int(p.get("pooledHeight") or 1), int(p.get("pooledWidth") or 1)),
+             "spatial_scale": float(p.get("spatialScale") or 1.0), **extra}
+    return ctx.emit(name, [x, _rois_with_batch(ctx, xs)], attrs, fmt=x.fmt)
+
+
 @converter("ROIAlign")
 def roi_align(ctx: Ctx, op, xs):
     """RoIAlign of NCHW/NC4HW4 data (average or max of the bilinear samples of each bin)."""
     p = op.main or {}
-    x = xs[0]
-    if len(x.shape) != 4:
-        raise ValueError(f"{ctx.op_label}: ROIAlign input must be 4-D, got shape {list(x.shape)}")
     pool = "max" if str(p.get("poolType", "AVEPOOL")) == "MAXPOOL" else "avg"
-    attrs = {"pooled": (int(p.get("pooledHeight") or 1), int(p.get("pooledWidth") or 1)),
-             "spatial_scale": float(p.get("spatialScale") or 1.0),
-             "sampling_ratio": int(p.get("samplingRatio") or 0), "aligned": bool(p.get("aligned")),
-             "pool": pool}
-    return ctx.emit("roi_align", [x, _rois_with_batch(ctx, xs)], attrs, fmt=x.fmt)
+    return _roi_op(ctx, op, xs, "roi_align", {"sampling_ratio": int(p.get("samplingRatio") or 0),
+                                              "aligned": bool(p.get("aligned")), "pool": pool})
 
 
 @converter("ROIPooling")
 def roi_pooling(ctx: Ctx, op, xs):
     """Caffe ROIPooling (max over each bin of the rounded ROI)."""
-    p = op.main or {}
-    x = xs[0]
-    if len(x.shape) != 4:
-        raise ValueError(f"{ctx.op_label}: ROIPooling input must be 4-D, got shape {list(x.shape)}")
-    attrs = {"pooled": (int(p.get("pooledHeight") or 1), int(p.get("pooledWidth") or 1)),
-             "spatial_scale": float(p.get("spatialScale") or 1.0)}
-    return ctx.emit("roi_pooling", [x, _rois_with_batch(ctx, xs)], attrs, fmt=x.fmt)
+    return _roi_op(ctx, op, xs, "roi_pooling", {})
 
 
 @converter("GatherElements")

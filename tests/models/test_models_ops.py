@@ -39,6 +39,8 @@ CASES = {
                              [2, 2, 4]),
     "gather_nd_batch_dims_2": ([2, 3, 4, 5], lambda b: b.op("GatherND", ["x", i64(b, np.array([[[3], [0]], [[1], [2]], [[0], [0]]] * 2)
                                                                           .reshape(2, 3, 2, 1))], batch_dims=2), [2, 3, 2, 5]),
+    "max_roi_pool": (S, lambda b: b.op("MaxRoiPool", ["x", f32(b, [[0, 0, 0, 4, 4], [0, 1, 2, 5, 5], [0, 0.6, 1.4, 3.5, 2.2]])],
+                                       pooled_shape=[2, 2], spatial_scale=0.8), [3, 4, 2, 2]),
     "split_sizes": (S, lambda b: b.op("Split", ["x", i64(b, [1, 3])], n_out=2, axis=1)[1], [1, 3, 6, 6]),
     "split_sizes_first": ([2, 7], lambda b: b.op("Split", ["x", i64(b, [5, 2])], n_out=2, axis=-1)[0], [2, 5]),
     "resize_align_corners": (S, lambda b: b.op("Resize", ["x", "", "", i64(b, [1, 4, 9, 11])], mode="linear",
