@@ -56,7 +56,7 @@ _loaded = False
 
 def _load_converters() -> None:
     global _loaded
-    from . import (control_flow, convert_cnn, convert_detect, convert_math, convert_misc,  # noqa: F401
+    from . import (control_flow, convert_cnn, convert_detect, convert_extra, convert_math, convert_misc,  # noqa: F401
                    convert_shape)
     _loaded = True
 

@@ -508,3 +508,116 @@ def test_dropout_is_identity(tmp_path) -> None:
     path = _converted(str(tmp_path), lambda b: b.op("Dropout", ["x"]), {"x": ([2, 5], np.float32)}, [2, 5])
     x = np.random.default_rng(0).standard_normal((2, 5)).astype(np.float32)
     np.testing.assert_array_equal(_both_mnnjit(path, {"x": x}), x)
+
+
+# ---------------------------------------------------------------- Det, EyeLike, RandomUniform/Normal, Unique
+
+@pytest.mark.parametrize("shape", [[3, 3], [2, 4, 4], [2, 1, 2, 2]])
+def test_det_matches_real_mnn(model_dir, shape) -> None:
+    """ONNX Det (MNN Det) of batches of square matrices, a singular one among them."""
+    path = _model(model_dir, ("det", *shape), lambda b: b.op("Det", ["x"]), {"x": (shape, np.float32)}, shape[:-2])
+    x = np.random.default_rng(len(shape)).standard_normal(shape).astype(np.float32)
+    x.reshape(-1, shape[-1], shape[-1])[0, 1] = x.reshape(-1, shape[-1], shape[-1])[0, 0] * 2  # singular
+    exp, got = _both(path, {"x": x})
+    _assert_close(got, exp, 1e-5)
+    _assert_close(got, np.linalg.det(x.astype(np.float64)), 1e-5)
+
+
+@pytest.mark.parametrize("shape,k", [([4, 5], 1), ([4, 5], -2), ([3, 3], 0), ([2, 6], 7)])
+@pytest.mark.parametrize("dtype", [np.float32, np.int64])
+def test_eye_like_matches_real_mnn(model_dir, shape, k: int, dtype) -> None:
+    """ONNX EyeLike (MNN EyeLike with k as a second input) added to its input, float and int."""
+    def build(b):
+        b.op("Add", ["x", b.op("EyeLike", ["x"], k=k)])
+    path = _model(model_dir, ("eyelike", *shape, k, np.dtype(dtype).name), build, {"x": (shape, dtype)}, shape, dtype)
+    rng = np.random.default_rng(k + 10)
+    x = (rng.standard_normal(shape) * 5).astype(dtype)
+    exp, got = _both(path, {"x": x})
+    assert got.dtype == exp.dtype and np.array_equal(got, exp)
+    assert np.array_equal(got, x + np.eye(*shape, k, dtype=dtype))
+
+
+@pytest.mark.parametrize("kind,a,b", [("RandomUniformLike", -2.0, 3.0), ("RandomNormalLike", 1.5, 0.5)])
+def test_random_like_statistics(model_dir, kind: str, a: float, b: float) -> None:
+    """ONNX RandomUniformLike / RandomNormalLike (MNN RandomUniform / RandomNormal on the input's shape):
+    real MNN's generator cannot be reproduced, so shape, dtype, range and moments are checked against
+    real MNN's output and the distribution, and the numbers must repeat across forwards and loads
+    (real MNN's fixed seed does the same)."""
+    attrs = {"low": a, "high": b} if kind == "RandomUniformLike" else {"mean": a, "scale": b}
+    shape = [50, 40]
+    path = _model(model_dir, ("random", kind), lambda bb: bb.op(kind, ["x"], **attrs), {"x": (shape, np.float32)},
+                  shape)
+    x = np.zeros(shape, np.float32)
+    exp, got = _both(path, {"x": x})
+    assert got.shape == exp.shape == tuple(shape) and got.dtype == exp.dtype == np.float32
+    if kind == "RandomUniformLike":
+        assert got.min() >= a and got.max() < b and exp.min() >= a and exp.max() < b
+        mean, std = (a + b) / 2, (b - a) / np.sqrt(12)
+    else:
+        mean, std = a, b
+    for v in (got, exp):  # 2000 samples: the mean within 5 standard errors, the deviation within 10%
+        assert abs(float(v.mean()) - mean) < 5 * std / np.sqrt(v.size)
+        assert abs(float(v.std()) / std - 1) < 0.1
+    assert len(np.unique(got)) > 0.99 * got.size
+    np.testing.assert_array_equal(_both_mnnjit(path, {"x": x}), got)
+    m = MNN.nn.load_module_from_file(path, ["x"], ["y"])
+    np.testing.assert_array_equal(m.forward([MNN.expr.const(x, shape)])[0].read(), got)
+    np.testing.assert_array_equal(m.forward([MNN.expr.const(x + 1, shape)])[0].read(), got)
+
+
+def _unique_model(model_dir, dtype, n: int = 12) -> str:
+    from onnx import TensorProto
+
+    def build(b):
+        b.op("Unique", ["x"], n_out=4, sorted=1)
+        b.nodes[-1].output[:] = ["y", "first", "inverse", "counts"]
+    b = _Builder(0)
+    build(b)
+    d = os.path.join(str(model_dir), f"unique_{np.dtype(dtype).name}")
+    os.makedirs(d, exist_ok=True)
+    onnx_path, mnn_path = os.path.join(d, "m.onnx"), os.path.join(d, "m.mnn")
+    outs = [_onnx_io(b, "y", ["u"], dtype)] + [b.h.make_tensor_value_info(n_, TensorProto.INT64, [d])
+                                               for n_, d in (("first", "u"), ("inverse", n), ("counts", "u"))]
+    b.save(onnx_path, [_onnx_io(b, "x", [n], dtype)], outs)
+    return convert(onnx_path, mnn_path)
+
+
+def _unique_outputs(mod, path: str, x: np.ndarray) -> list[np.ndarray]:
+    names = ["y", "first", "inverse", "counts"]
+    m = mod.nn.load_module_from_file(path, ["x"], names)
+    return [np.array(v.read(), copy=True) for v in
+            m.forward([mod.expr.const(x, list(x.shape), mod.expr.NCHW, _mnn_dtype(mod, x))])]
+
+
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(seed=st.integers(0, 2**31 - 1), spread=st.sampled_from([2, 5, 40]))
+def test_unique_ints_match_real_mnn_and_onnx(model_dir, seed: int, spread: int) -> None:
+    """ONNX Unique (MNN Unique, all four outputs) on int inputs: sorted values, first indices, inverse
+    indices and counts as real MNN and ONNX Runtime give them; the count changes between forwards."""
+    import MNN as REAL
+    import onnxruntime as ort
+    path = _unique_model(model_dir, np.int64)
+    x = np.random.default_rng(seed).integers(-spread, spread, 12).astype(np.int32)
+    got = _unique_outputs(MNN, path, x)
+    exp = _unique_outputs(REAL, path, x)
+    onnx_exp = ort.InferenceSession(path.replace(".mnn", ".onnx")).run(None, {"x": x.astype(np.int64)})
+    for g, e, o in zip(got, exp, onnx_exp):
+        assert g.dtype == np.int32 and np.array_equal(g, e) and np.array_equal(g, o)
+
+
+def test_unique_floats(model_dir) -> None:
+    """Float inputs: ONNX's numeric order (ONNX Runtime); real MNN agrees for non-negative values (it orders
+    floats by their int32 bit patterns, so negative values differ: docs/COMPATIBILITY.md)."""
+    import MNN as REAL
+    import onnxruntime as ort
+    path = _unique_model(model_dir, np.float32)
+    sess = ort.InferenceSession(path.replace(".mnn", ".onnx"))
+    rng = np.random.default_rng(0)
+    pos = rng.integers(0, 5, 12).astype(np.float32) * 0.5
+    mixed = np.array([1, -1, -3, 0, -0.0, 2, -1, 7, -3, 0.5, 1, -2], np.float32)
+    for x in (pos, mixed):
+        got = _unique_outputs(MNN, path, x)
+        for g, o in zip(got, sess.run(None, {"x": x})):
+            np.testing.assert_array_equal(g, o)
+    for g, e in zip(_unique_outputs(MNN, path, pos), _unique_outputs(REAL, path, pos)):
+        np.testing.assert_array_equal(g, e)
