@@ -242,11 +242,16 @@ def interp(ctx: Ctx, op, xs):
         raise ctx.unsupported(op, f"resizing a {len(x.shape)}-D tensor")
     h, w = x.shape[2], x.shape[3]
     oh, ow = int(p.get("outputHeight") or 0), int(p.get("outputWidth") or 0)
+    scale = None  # input-per-output ratios of the coordinate transform (None: in/out sizes)
     if len(xs) > 1:
         v = np.asarray(ctx.value(xs[1], "resize scales/sizes")).reshape(-1)
         if xs[1].dtype.kind == "f":
             sh, sw = (float(v[-2]), float(v[-1])) if v.size >= 2 else (float(v[0]), float(v[0]))
+            if sh <= 0 or sw <= 0:
+                raise ValueError(f"Interp: resize scales must be positive, got {[sh, sw]}")
             oh, ow = int(math.floor(h * sh)), int(math.floor(w * sw))
+            # ONNX Resize with scales (and real MNN) maps coordinates with the given scale, not out/in
+            scale = (1.0 / sh, 1.0 / sw)
         else:
             oh, ow = int(v[-2]), int(v[-1])
     if not oh or not ow:
@@ -268,6 +273,8 @@ def interp(ctx: Ctx, op, xs):
         coord = "asymmetric"
     attrs = {"size": (oh, ow), "method": method, "coord": coord,
              "cubic_a": float(p.get("cubicCoeffA", -0.75)), "exclude_outside": False}
+    if scale is not None and coord != "align_corners":
+        attrs["scale"] = scale
     if method == "nearest_ceil":
         attrs["offset"] = (-0.5, -0.5)
     return ctx.emit("resize", [x], attrs)

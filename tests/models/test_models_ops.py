@@ -621,3 +621,25 @@ def test_unique_floats(model_dir) -> None:
             np.testing.assert_array_equal(g, o)
     for g, e in zip(_unique_outputs(MNN, path, pos), _unique_outputs(REAL, path, pos)):
         np.testing.assert_array_equal(g, e)
+
+
+# ---------------------------------------------------------------- Resize with scales that do not give whole sizes
+
+@pytest.mark.parametrize("mode,nearest,ctm", [("nearest", "floor", "half_pixel"),
+                                              ("nearest", "round_prefer_floor", "half_pixel"),
+                                              ("nearest", "floor", "asymmetric"), ("linear", None, "half_pixel"),
+                                              ("linear", None, "asymmetric")])
+@pytest.mark.parametrize("scales", [(1.5, 1.7), (0.5, 0.4)])
+def test_resize_scales_map_coordinates_with_the_given_scale(model_dir, mode: str, nearest, ctm: str, scales) -> None:
+    """ONNX Resize with scales whose output sizes are rounded down (6 * 1.7 -> 10): real MNN and ONNX Runtime
+    map the coordinates with the given scale (1 / 1.7), not with in/out sizes (6 / 10)."""
+    attrs = {"mode": mode, "coordinate_transformation_mode": ctm, **({"nearest_mode": nearest} if nearest else {})}
+    build = lambda b: b.op("Resize", ["x", "", f32(b, [1, 1, *scales])], **attrs)  # noqa: E731
+    out = [2, 3, int(6 * scales[0]), int(6 * scales[1])]
+    path = _model(model_dir, ("resize_sc", mode, nearest, ctm, *scales), build, {"x": ([2, 3, 6, 6], np.float32)}, out)
+    x = np.random.default_rng(2).standard_normal((2, 3, 6, 6)).astype(np.float32)
+    exp, got = _both(path, {"x": x})
+    _assert_close(got, exp, 1e-5)
+    import onnxruntime as ort
+    (onnx_exp,) = ort.InferenceSession(path.replace(".mnn", ".onnx")).run(None, {"x": x})
+    _assert_close(got, onnx_exp, 1e-5)
