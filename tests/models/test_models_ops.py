@@ -88,6 +88,10 @@ CASES = {
                                     auto_pad="SAME_UPPER"), [1, 2, 3, 3]),
     "conv_asymmetric_pads": (S, lambda b: b.op("Conv", ["x", b.weight((2, 4, 3, 3))], kernel_shape=[3, 3],
                                                pads=[0, 1, 2, 0]), [1, 2, 6, 5]),
+    "shape_start_end": (S, lambda b: b.op("Cast", [b.op("Shape", ["x"], start=1, end=-1)], to=1), [2]),
+    "shape_start_negative": ([2, 3, 5], lambda b: b.op("Cast", [b.op("Shape", ["x"], start=-2)], to=1), [2]),
+    "castlike_int": (S, lambda b: b.op("Cast", [b.op("CastLike", [b.op("Mul", ["x", f32(b, 4)]),
+                                                                  b.init(np.array([1], np.int32), "t")])], to=1), S),
     "reverse_sequence": ([4, 2, 3], lambda b: b.op("ReverseSequence", ["x", i64(b, [4, 2])], batch_axis=1, time_axis=0),
                          [4, 2, 3]),
 }
