@@ -135,6 +135,33 @@ def _dense(ctx: Ctx, op, x, w_node, b_node, act: str):
     return B.reshape(out, (n, o, 1, 1))
 
 
+def _deconv_same_pads(ctx: Ctx, common: dict, xs, size, k, s, d) -> tuple[tuple, tuple]:
+    """(pads (t, b, l, r), output padding) of a SAME transposed convolution (ONNX ConvTranspose with
+    ``output_shape`` or ``auto_pad``), real MNN's rule (measured): the output size is the second input's
+    (H, W) when the op has an output shape, else input size x stride; the output starts at
+    ``trunc(total / 2)`` of the full result, ``total = (in - 1) * stride + kernel - out`` counted with the
+    undilated kernel (a negative start puts zeros first; cells past the full result are zeros). ONNX
+    puts the odd cell first for SAME_LOWER and for an explicit output_shape without auto_pad (and counts
+    the dilated kernel), so those cases differ from ONNX Runtime, in real MNN and mnnjit alike."""
+    if common.get("hasOutputShape") and len(xs) > 1:
+        v = ctx.ints(xs[1], "deconvolution output shape")
+        if len(v) not in (2, 4):
+            raise ValueError(f"Deconvolution: output shape {v} is not (H, W) or (N, H, W, C)")
+        out = (v[1], v[2]) if len(v) == 4 else (v[0], v[1])
+    else:
+        out = (size[0] * s[0], size[1] * s[1])
+    pads, extra = [], []
+    for n_in, n_out, kk, ss, dd in zip(size, out, k, s, d):
+        if n_out <= 0:
+            raise ValueError(f"Deconvolution: output size {list(out)} must be positive")
+        begin = int(((n_in - 1) * ss + kk - n_out) / 2)  # C division: toward zero
+        full = (n_in - 1) * ss + (kk - 1) * dd + 1
+        end = full - n_out - begin  # cells cropped at the end (negative: zeros added there)
+        pads.append((begin, max(0, end)))
+        extra.append(max(0, -end))
+    return (pads[0][0], pads[0][1], pads[1][0], pads[1][1]), (extra[0], extra[1])
+
+
 @converter("Deconvolution", "DeconvolutionDepthwise")
 def deconvolution(ctx: Ctx, op, xs):
     """Transposed 2-D convolution (MNN stores weights as [O, C/group, kh, kw]... per group)."""
@@ -156,11 +183,12 @@ def deconvolution(ctx: Ctx, op, xs):
     s = (int(common.get("strideY") or 1), int(common.get("strideX") or 1))
     d = (int(common.get("dilateY") or 1), int(common.get("dilateX") or 1))
     mode = str(common.get("padMode", "CAFFE"))
-    if mode == "SAME":
-        raise ctx.unsupported(op, "SAME padding for transposed convolution")
-    pads = (0, 0, 0, 0) if mode == "VALID" else _conv_pads(common, x.shape[2:], (kh, kw), s, d)
     outp = common.get("outPads")
     op_pad = (int(outp[0]), int(outp[1])) if outp is not None and len(outp) == 2 else (0, 0)
+    if mode == "SAME":
+        pads, op_pad = _deconv_same_pads(ctx, common, xs, x.shape[2:], (kh, kw), s, d)
+    else:
+        pads = (0, 0, 0, 0) if mode == "VALID" else _conv_pads(common, x.shape[2:], (kh, kw), s, d)
     act = "relu6" if common.get("relu6") else ("relu" if common.get("relu") else "")
     ins = [x, ctx.const(w)] + ([] if b is None else [ctx.const(b)])
     return ctx.emit("conv2d_transpose", ins, {"stride": s, "dilation": d, "pads": pads, "group": group,

@@ -647,3 +647,30 @@ def test_resize_scales_map_coordinates_with_the_given_scale(model_dir, mode: str
     import onnxruntime as ort
     (onnx_exp,) = ort.InferenceSession(path.replace(".mnn", ".onnx")).run(None, {"x": x})
     _assert_close(got, onnx_exp, 1e-5)
+
+
+# ---------------------------------------------------------------- ConvTranspose with output_shape / auto_pad (SAME)
+
+DECONV_SAME = {"output_shape_larger": dict(output_shape=[14, 12]), "output_shape_smaller": dict(output_shape=[12, 11]),
+               "output_shape_odd": dict(output_shape=[11, 10]), "same_upper": dict(auto_pad="SAME_UPPER"),
+               "same_lower": dict(auto_pad="SAME_LOWER"), "dilated": dict(output_shape=[15, 14], dilations=[2, 1]),
+               "same_upper_group": dict(auto_pad="SAME_UPPER", group=2)}
+
+
+@pytest.mark.parametrize("name", sorted(DECONV_SAME))
+def test_conv_transpose_same_matches_real_mnn(model_dir, name: str) -> None:
+    """MNN Deconvolution with SAME padding (and an output-shape input): real MNN's crop rule; ONNX Runtime
+    agrees where ONNX splits the padding the same way (SAME_UPPER, outputs larger than the full result)."""
+    attrs = DECONV_SAME[name]
+    group = attrs.get("group", 1)
+    w = np.random.default_rng(0).standard_normal((4, 2, 3, 3)).astype(np.float32)
+    build = lambda b: b.op("ConvTranspose", ["x", b.init(w, "w")], strides=[2, 2], **attrs)  # noqa: E731
+    path = _model(model_dir, ("deconv_same", name), build, {"x": ([1, 4, 6, 5], np.float32)},
+                  [1, 2 * group, None, None])
+    x = np.random.default_rng(1).standard_normal((1, 4, 6, 5)).astype(np.float32)
+    exp, got = _both(path, {"x": x})
+    _assert_close(got, exp, 1e-5)
+    if name in ("output_shape_larger", "same_upper", "same_upper_group"):
+        import onnxruntime as ort
+        (onnx_exp,) = ort.InferenceSession(path.replace(".mnn", ".onnx")).run(None, {"x": x})
+        _assert_close(got, onnx_exp, 1e-5)
