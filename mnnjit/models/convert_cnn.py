@@ -261,32 +261,46 @@ _CTM = {"AlignCorners": "align_corners", "HalfPixels": "half_pixel", "PytorchHal
 _RESIZE = {1: "nearest", 2: "bilinear", 3: "cubic", 4: "nearest_ceil"}
 
 
-@converter("Interp")
-def interp(ctx: Ctx, op, xs):
-    """Resize (nearest, bilinear, cubic) to the output size given by the op or its extra inputs."""
+def _interp_targets(ctx: Ctx, op, xs, spatial: tuple) -> tuple[list[int], list | None]:
+    """(output sizes, input-per-output scales or None) of an Interp's spatial axes: from the scales or
+    sizes input, else from the op's output sizes / scales (depth, height, width)."""
     p = op.main or {}
-    x = B.cast_node(xs[0], F32)
-    if len(x.shape) != 4:
-        raise ctx.unsupported(op, f"resizing a {len(x.shape)}-D tensor")
-    h, w = x.shape[2], x.shape[3]
-    oh, ow = int(p.get("outputHeight") or 0), int(p.get("outputWidth") or 0)
-    scale = None  # input-per-output ratios of the coordinate transform (None: in/out sizes)
+    k = len(spatial)
     if len(xs) > 1:
         v = np.asarray(ctx.value(xs[1], "resize scales/sizes")).reshape(-1)
+        if v.size < k and v.size != 1:
+            raise ValueError(f"Interp: {v.size} scales/sizes for {k} spatial axes")
+        v = v[-k:] if v.size >= k else np.repeat(v, k)
         if xs[1].dtype.kind == "f":
-            sh, sw = (float(v[-2]), float(v[-1])) if v.size >= 2 else (float(v[0]), float(v[0]))
-            if sh <= 0 or sw <= 0:
-                raise ValueError(f"Interp: resize scales must be positive, got {[sh, sw]}")
-            oh, ow = int(math.floor(h * sh)), int(math.floor(w * sw))
+            sc = [float(t) for t in v]
+            if min(sc) <= 0:
+                raise ValueError(f"Interp: resize scales must be positive, got {sc}")
             # ONNX Resize with scales (and real MNN) maps coordinates with the given scale, not out/in
-            scale = (1.0 / sh, 1.0 / sw)
-        else:
-            oh, ow = int(v[-2]), int(v[-1])
-    if not oh or not ow:
-        hs, ws = float(p.get("heightScale") or 0), float(p.get("widthScale") or 0)
-        if not hs or not ws:
-            raise ctx.unsupported(op, "resize without an output size or scale")
-        oh, ow = int(h * hs), int(w * ws)
+            return [int(math.floor(n * t)) for n, t in zip(spatial, sc)], [1.0 / t for t in sc]
+        return [int(t) for t in v], None
+    names = ("Depth", "Height", "Width")[3 - k:]
+    outs = [int(p.get(f"output{nm}") or 0) for nm in names]
+    if all(outs):
+        return outs, None
+    sc = [float(p.get(f"{nm.lower()}Scale") or 0) for nm in names]
+    if not all(sc):
+        raise ctx.unsupported(op, "resize without an output size or scale")
+    return [int(n * t) for n, t in zip(spatial, sc)], None
+
+
+@converter("Interp")
+def interp(ctx: Ctx, op, xs):
+    """Resize (nearest, bilinear, cubic) to the output size given by the op or its extra inputs. 3-D
+    inputs [N, C, L] resize as [N, C, 1, L]; 5-D inputs [N, C, D, H, W] as two separable passes (H and
+    W, then D), which is exact since each method weights every axis separately."""
+    p = op.main or {}
+    x = B.cast_node(xs[0], F32)
+    nd = len(x.shape)
+    if nd not in (3, 4, 5):
+        raise ctx.unsupported(op, f"resizing a {nd}-D tensor")
+    outs, scales = _interp_targets(ctx, op, xs, tuple(x.shape[2:]))
+    if min(outs) <= 0:
+        raise ValueError(f"Interp: output size {outs} must be positive")
     method = _RESIZE.get(int(p.get("resizeType") or 1))
     if method is None:
         raise ctx.unsupported(op, f"resizeType {p.get('resizeType')}")
@@ -299,13 +313,27 @@ def interp(ctx: Ctx, op, xs):
         coord = "half_pixel"
     else:
         coord = "asymmetric"
-    attrs = {"size": (oh, ow), "method": method, "coord": coord,
-             "cubic_a": float(p.get("cubicCoeffA", -0.75)), "exclude_outside": False}
-    if scale is not None and coord != "align_corners":
-        attrs["scale"] = scale
-    if method == "nearest_ceil":
-        attrs["offset"] = (-0.5, -0.5)
-    return ctx.emit("resize", [x], attrs)
+
+    def resize2d(node, size, scale):
+        attrs = {"size": tuple(size), "method": method, "coord": coord,
+                 "cubic_a": float(p.get("cubicCoeffA", -0.75)), "exclude_outside": False}
+        if scale is not None and coord != "align_corners":
+            attrs["scale"] = tuple(scale)
+        if method == "nearest_ceil":
+            attrs["offset"] = (-0.5, -0.5)
+        return ctx.emit("resize", [node_of(node)], attrs)
+
+    n, c = x.shape[0], x.shape[1]
+    if nd == 4:
+        return resize2d(x, outs, scales)
+    if nd == 3:
+        y = resize2d(B.reshape(x, (n, c, 1, x.shape[2])), (1, outs[0]), None if scales is None else (1.0, scales[0]))
+        return B.reshape(y, (n, c, outs[0]))
+    d, h, w = x.shape[2:]
+    od, oh, ow = outs
+    y = resize2d(B.reshape(x, (n, c * d, h, w)), (oh, ow), None if scales is None else scales[1:])
+    y = resize2d(B.reshape(y, (n, c, d, oh * ow)), (od, oh * ow), None if scales is None else (scales[0], 1.0))
+    return B.reshape(y, (n, c, od, oh, ow))
 
 
 #: MNN's GridSample BorderMode -> the grid_sample op's padding. Real MNN's CPU kernel only tells ZEROS
