@@ -6,7 +6,8 @@ import numpy as np
 
 from .._dtypes import I32
 from ..ops import build as B
-from .translate import MNN_DTYPES, Ctx, converter
+from .convert_shape import _slice
+from .translate import MNN_DTYPES, Ctx, converter, node_of
 
 
 @converter("Det")
@@ -74,3 +75,133 @@ def unique(ctx: Ctx, op, xs):
     vals, first, inverse, counts = np.unique(v, return_index=True, return_inverse=True, return_counts=True)
     outs = [ctx.const(vals, v.dtype)] + [ctx.const(a.reshape(-1), I32) for a in (first, inverse, counts)]
     return outs[:max(1, len(op.outputIndexes or []))]
+
+
+# ---------------------------------------------------------------- TensorArray (ONNX sequences)
+# MNN's converter writes ONNX SequenceConstruct / SequenceAt / ConcatFromSequence as TF-style TensorArray
+# ops: TensorArray(size) -> (handle, flow); TensorArrayWrite(handle, index, value, flow) -> flow;
+# TensorArrayRead(handle, index, flow) -> value; TensorArrayConcat(handle, flow) -> joined elements.
+# The elements are known while translating, so an array is a list of nodes kept on the Ctx, found
+# through its flow tensor (a new constant node for each state of the array).
+
+def _array_state(ctx: Ctx, flow) -> list:
+    try:
+        return ctx.tensor_arrays[id(flow)][1]
+    except KeyError:
+        raise ValueError(f"{ctx.op_label}: the flow input is not a TensorArray") from None
+
+
+def _new_flow(ctx: Ctx, elements: list):
+    flow = ctx.const(np.zeros((), np.float32), np.dtype(np.float32))
+    ctx.tensor_arrays[id(flow)] = (flow, elements)
+    return flow
+
+
+def _array_index(ctx: Ctx, node, n: int, write: bool) -> int:
+    i = ctx.ints(node, "index")[0]
+    k = i + n if i < 0 else i
+    if k < 0 or k > n or (k == n and not write):
+        raise IndexError(f"{ctx.op_label}: TensorArray index {i} is out of range for {n} elements")
+    return k
+
+
+@converter("TensorArray")
+def tensor_array(ctx: Ctx, op, xs):
+    """A new TensorArray of ``size`` unwritten elements (it grows when written past its end)."""
+    size = ctx.ints(xs[0], "size")[0] if xs else 0
+    if size < 0:
+        raise ValueError(f"TensorArray: negative size {size}")
+    handle = ctx.const(np.zeros((), np.int32), I32)
+    return [handle, _new_flow(ctx, [None] * size)]
+
+
+@converter("TensorArrayWrite")
+def tensor_array_write(ctx: Ctx, op, xs):
+    """The array with element ``index`` set to ``value`` (index = length appends; negative counts from
+    the end as ONNX sequence positions do)."""
+    if len(xs) != 4:
+        raise ctx.unsupported(op, f"TensorArrayWrite with {len(xs)} inputs")
+    elems = list(_array_state(ctx, xs[3]))
+    k = _array_index(ctx, xs[1], len(elems), write=True)
+    if k == len(elems):
+        elems.append(xs[2])
+    else:
+        elems[k] = xs[2]
+    return _new_flow(ctx, elems)
+
+
+@converter("TensorArrayRead")
+def tensor_array_read(ctx: Ctx, op, xs):
+    """Element ``index`` of the array (ONNX SequenceAt)."""
+    elems = _array_state(ctx, xs[-1])
+    k = _array_index(ctx, xs[1], len(elems), write=False)
+    if elems[k] is None:
+        raise ValueError(f"{ctx.op_label}: TensorArray element {k} was never written")
+    return elems[k]
+
+
+@converter("TensorArraySize")
+def tensor_array_size(ctx: Ctx, op, xs):
+    """The number of elements (ONNX SequenceLength) as int32 of shape (1,) (real MNN's shape; ONNX: a scalar)."""
+    return ctx.const(np.asarray([len(_array_state(ctx, xs[-1]))], np.int32), I32)
+
+
+@converter("TensorArrayInsert")
+def tensor_array_insert(ctx: Ctx, op, xs):
+    """The array with ``value`` inserted before element ``position`` (ONNX SequenceInsert)."""
+    if len(xs) != 4:
+        raise ctx.unsupported(op, f"TensorArrayInsert with {len(xs)} inputs")
+    elems = list(_array_state(ctx, xs[3]))
+    elems.insert(_array_index(ctx, xs[1], len(elems), write=True), xs[2])
+    return _new_flow(ctx, elems)
+
+
+@converter("TensorArraySplit")
+def tensor_array_split(ctx: Ctx, op, xs):
+    """The array made of ``value`` split along ``axis`` (ONNX SplitToSequence): into the part sizes given
+    by ``lengths`` (one value: parts of that size, the last one shorter), the split axis dropped when
+    ``keepdims`` is false (parts of size 1 only)."""
+    p = op.main if isinstance(op.main, dict) else {}
+    if len(xs) != 4:
+        raise ctx.unsupported(op, f"TensorArraySplit with {len(xs)} inputs")
+    x = xs[1]
+    axis = B.normalize_axis(int(p.get("axis") or 0), len(x.shape))
+    n = x.shape[axis]
+    lengths = ctx.ints(xs[2], "lengths")
+    if len(lengths) == 1:
+        step = lengths[0]
+        if step <= 0:
+            raise ValueError(f"TensorArraySplit: part size {step} must be positive")
+        lengths = [min(step, n - b) for b in range(0, n, step)]
+    if any(v < 0 for v in lengths) or sum(lengths) != n:
+        raise ValueError(f"TensorArraySplit: part sizes {lengths} do not add up to {n}")
+    keep = p.get("keepdims", True)
+    if not keep and any(v != 1 for v in lengths):
+        raise ValueError("TensorArraySplit: keepdims=0 needs parts of size 1")
+    elems, b = [], 0
+    for v in lengths:
+        begin = [0] * len(x.shape)
+        end = list(x.shape)
+        begin[axis], end[axis] = b, b + v
+        part = _slice(x, begin, end, [1] * len(x.shape))
+        if not keep:
+            part = B.reshape(part, tuple(d for i, d in enumerate(x.shape) if i != axis))
+        elems.append(node_of(part))
+        b += v
+    return _new_flow(ctx, elems)
+
+
+@converter("TensorArrayConcat")
+def tensor_array_concat(ctx: Ctx, op, xs):
+    """The elements joined along ``axis`` (ONNX ConcatFromSequence), or stacked on a new axis there
+    when ``new_axis`` is set."""
+    p = op.main if isinstance(op.main, dict) else {}
+    elems = _array_state(ctx, xs[-1])
+    if not elems or any(e is None for e in elems):
+        raise ValueError(f"{ctx.op_label}: TensorArrayConcat of an empty array or unwritten elements")
+    new_axis = bool(p.get("new_axis"))
+    rank = len(elems[0].shape) + (1 if new_axis else 0)
+    axis = B.normalize_axis(int(p.get("axis") or 0), rank)
+    if new_axis:
+        elems = [B.reshape(e, tuple(e.shape[:axis]) + (1,) + tuple(e.shape[axis:])) for e in elems]
+    return B.concat(elems, axis)

@@ -98,6 +98,8 @@ class Ctx:
         self.dynamic = dynamic
         self.cache = cache  # per-model cache of decoded weights (keyed by op identity)
         self.op_label = ""
+        #: TensorArray states of this translation: id(flow node) -> (flow node, element nodes).
+        self.tensor_arrays: dict[int, tuple[Node, list]] = {}
 
     # -------------------------------------------------------------- values
     def value(self, node: Node, what: str = "input") -> np.ndarray:

@@ -706,3 +706,39 @@ def test_resize_3d_and_5d(model_dir, name: str) -> None:
         exp, got = _both(path, {"x": x})
         _assert_close(got, exp, 1e-5)
     _assert_close(got, onnx_exp, 1e-5)
+
+
+# ---------------------------------------------------------------- ONNX sequences (MNN TensorArray ops)
+
+SEQUENCES = {
+    "at": lambda b: b.op("SequenceAt", [b.op("SequenceConstruct", ["x", "x2"]), i64(b, 1)]),
+    "concat": lambda b: b.op("ConcatFromSequence", [b.op("SequenceConstruct", ["x", "x2", "x"])], axis=0),
+    "stack": lambda b: b.op("ConcatFromSequence", [b.op("SequenceConstruct", ["x", "x2"])], axis=1, new_axis=1),
+    "length": lambda b: b.op("Cast", [b.op("SequenceLength", [b.op("SequenceConstruct", ["x", "x2", "x"])])], to=1),
+    "insert_end": lambda b: b.op("ConcatFromSequence", [b.op("SequenceInsert", [b.op("SequenceConstruct", ["x", "x"]),
+                                                                                "x2"])], axis=1),
+    "insert_middle": lambda b: b.op("ConcatFromSequence", [b.op("SequenceInsert", [b.op("SequenceConstruct", ["x", "x"]),
+                                                                                   "x2", i64(b, 1)])], axis=1),
+    "split_squeeze": lambda b: b.op("SequenceAt", [b.op("SplitToSequence", ["x"], axis=1, keepdims=0), i64(b, 2)]),
+    "split_keep": lambda b: b.op("SequenceAt", [b.op("SplitToSequence", ["x"], axis=1), i64(b, 1)]),
+    "split_sizes": lambda b: b.op("SequenceAt", [b.op("SplitToSequence", ["x", i64(b, [1, 2])], axis=1), i64(b, 1)]),
+    "split_step": lambda b: b.op("SequenceAt", [b.op("SplitToSequence", ["x", i64(b, 2)], axis=1), i64(b, 1)]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SEQUENCES))
+def test_sequences_match_real_mnn(model_dir, name: str) -> None:
+    """ONNX sequence ops (MNN TensorArray, TensorArrayWrite / Read / Concat / Size / Insert / Split) against
+    real MNN, and ONNX Runtime (SequenceLength aside: real MNN's length has shape (1,), ONNX's is a scalar)."""
+    out = {"at": [2, 3], "concat": [6, 3], "stack": [2, 2, 3], "length": [], "insert_end": [2, 9],
+           "insert_middle": [2, 9], "split_squeeze": [2], "split_keep": [2, 1], "split_sizes": [2, 2],
+           "split_step": [2, 1]}[name]
+    path = _model(model_dir, ("seq", name), SEQUENCES[name], {"x": ([2, 3], np.float32), "x2": ([2, 3], np.float32)},
+                  out)
+    rng = np.random.default_rng(4)
+    feeds = {"x": rng.standard_normal((2, 3)).astype(np.float32), "x2": rng.standard_normal((2, 3)).astype(np.float32)}
+    exp, got = _both(path, feeds)
+    assert got.shape == exp.shape and np.array_equal(got, exp)
+    import onnxruntime as ort
+    (onnx_exp,) = ort.InferenceSession(path.replace(".mnn", ".onnx")).run(None, feeds)
+    np.testing.assert_array_equal(got.reshape(onnx_exp.shape) if name == "length" else got, onnx_exp)
