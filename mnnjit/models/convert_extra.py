@@ -1,5 +1,6 @@
 """Converters for rarely used MNN op types that ONNX models bring: Det, EyeLike, RandomUniform /
-RandomNormal (ONNX RandomUniform(Like) / RandomNormal(Like)) and Unique."""
+RandomNormal (ONNX RandomUniform(Like) / RandomNormal(Like)), Unique, the TensorArray family (ONNX
+sequences) and Stft."""
 from __future__ import annotations
 
 import numpy as np
@@ -205,3 +206,32 @@ def tensor_array_concat(ctx: Ctx, op, xs):
     if new_axis:
         elems = [B.reshape(e, tuple(e.shape[:axis]) + (1,) + tuple(e.shape[axis:])) for e in elems]
     return B.concat(elems, axis)
+
+
+@converter("Stft")
+def stft(ctx: Ctx, op, xs):
+    """ONNX STFT of a real signal [B, N] or [B, N, 1] with frame step ``xs[1]`` and window ``xs[2]`` (its
+    length is the frame length; MNN's converter turns an ONNX frame_length into a window of ones):
+    [B, frames, bins, 2] (real, imaginary), bins = L // 2 + 1 when the op's ``abs`` flag (ONNX onesided) is
+    set, else L. Built as a gather of the frames and one matrix product with the windowed DFT basis."""
+    p = op.main if isinstance(op.main, dict) else {}
+    if len(xs) != 3:
+        raise ctx.unsupported(op, f"Stft with {len(xs)} inputs")
+    x = B.cast_node(xs[0], np.dtype(np.float32))
+    if len(x.shape) == 3 and x.shape[2] == 1:
+        x = node_of(B.reshape(x, tuple(x.shape[:2])))
+    if len(x.shape) != 2:
+        raise ctx.unsupported(op, f"STFT of a signal of shape {list(xs[0].shape)} (real [B, N] or [B, N, 1] only)")
+    step = ctx.ints(xs[1], "frame step")[0]
+    window = np.asarray(ctx.value(xs[2], "window"), np.float64).reshape(-1)
+    length, n = window.size, x.shape[1]
+    if step <= 0 or length == 0 or length > n:
+        raise ValueError(f"Stft: frame step {step} and frame length {length} do not fit a signal of {n}")
+    frames = (n - length) // step + 1
+    bins = length // 2 + 1 if p.get("abs", True) else length
+    idx = np.arange(frames)[:, None] * step + np.arange(length)[None, :]
+    framed = ctx.emit("take", [x, ctx.const(idx.astype(np.int32), I32)], {"axis": 1})
+    angle = 2 * np.pi * np.outer(np.arange(length), np.arange(bins)) / length
+    basis = np.stack([np.cos(angle), -np.sin(angle)], axis=-1).reshape(length, bins * 2) * window[:, None]
+    out = B.matmul(framed, ctx.const(basis.astype(np.float32), np.dtype(np.float32)))
+    return B.reshape(out, (x.shape[0], frames, bins, 2))

@@ -742,3 +742,25 @@ def test_sequences_match_real_mnn(model_dir, name: str) -> None:
     import onnxruntime as ort
     (onnx_exp,) = ort.InferenceSession(path.replace(".mnn", ".onnx")).run(None, feeds)
     np.testing.assert_array_equal(got.reshape(onnx_exp.shape) if name == "length" else got, onnx_exp)
+
+
+# ---------------------------------------------------------------- STFT
+
+@pytest.mark.parametrize("case", [(64, 8, "hann", 1), (64, 8, "hann", 0), (50, 6, "length", 1), (41, 5, "ones", 1)])
+def test_stft_matches_real_mnn(model_dir, case) -> None:
+    """ONNX STFT (MNN Stft) of real signals [B, N, 1]: Hann and rectangular windows, a frame_length input
+    instead of a window, one- and two-sided, against real MNN and ONNX Runtime."""
+    n, step, win, onesided = case
+
+    def build(b):
+        if win == "length":
+            return b.op("STFT", ["x", i64(b, step), "", i64(b, 10)], onesided=onesided)
+        w = np.hanning(16) if win == "hann" else np.ones(12)
+        return b.op("STFT", ["x", i64(b, step), f32(b, w)], onesided=onesided)
+    path = _model(model_dir, ("stft", *map(str, case)), build, {"x": ([2, n, 1], np.float32)}, [2, None, None, 2])
+    x = np.random.default_rng(n).standard_normal((2, n, 1)).astype(np.float32)
+    exp, got = _both(path, {"x": x})
+    _assert_close(got, exp, 1e-4)
+    import onnxruntime as ort
+    (onnx_exp,) = ort.InferenceSession(path.replace(".mnn", ".onnx")).run(None, {"x": x})
+    _assert_close(got, onnx_exp, 1e-4)
