@@ -305,6 +305,9 @@ def interp(ctx: Ctx, op, xs):
     if method is None:
         raise ctx.unsupported(op, f"resizeType {p.get('resizeType')}")
     ctm = str(p.get("ctm", "NotSet"))
+    if ctm == "TensorflowCropAndResize":  # the crop box (ONNX roi) is not in the op: no answer to give
+        raise ctx.unsupported(op, "tf_crop_and_resize resizing (MNN's converter drops the roi input; "
+                                  "real MNN 3.6.1 returns a constant there)")
     if ctm in _CTM:
         coord = _CTM[ctm]
     elif p.get("alignCorners"):

@@ -764,3 +764,16 @@ def test_stft_matches_real_mnn(model_dir, case) -> None:
     import onnxruntime as ort
     (onnx_exp,) = ort.InferenceSession(path.replace(".mnn", ".onnx")).run(None, {"x": x})
     _assert_close(got, onnx_exp, 1e-4)
+
+
+def test_resize_tf_crop_and_resize_is_refused(model_dir) -> None:
+    """ONNX Resize tf_crop_and_resize: MNN's converter drops the roi, so mnnjit refuses the op (real MNN
+    3.6.1 fills the output with one value) instead of resizing the whole image."""
+    from mnnjit.models.translate import UnsupportedOpError
+
+    def build(b):
+        b.op("Resize", ["x", f32(b, [0, 0, 0.1, 0.2, 1, 1, 0.8, 1.2]), "", i64(b, [2, 4, 5, 7])], mode="linear",
+             coordinate_transformation_mode="tf_crop_and_resize", extrapolation_value=0.5)
+    path = _model(model_dir, ("resize_tfcrop",), build, {"x": ([2, 4, 6, 6], np.float32)}, [2, 4, 5, 7])
+    with pytest.raises(UnsupportedOpError, match="tf_crop_and_resize"):
+        _both_mnnjit(path, {"x": np.zeros((2, 4, 6, 6), np.float32)})
