@@ -218,8 +218,10 @@ def pooling(ctx: Ctx, op, xs):
     x = xs[0]
     if len(x.shape) == 3:  # [N, C, L] pools as [N, C, L, 1] (the converter puts the window in kernelY)
         n, c, length = x.shape
-        out = pooling(ctx, op, [node_of(B.reshape(x, (n, c, length, 1)))])
-        return B.reshape(out, out.shape[:3])
+        outs = pooling(ctx, op, [node_of(B.reshape(x, (n, c, length, 1)))])
+        if isinstance(outs, list):  # with indices: [N, C, L, 1] offsets are the [N, C, L] ones
+            return [B.reshape(o, o.shape[:3]) for o in outs]
+        return B.reshape(outs, outs.shape[:3])
     if len(x.shape) != 4:
         raise ValueError(f"pooling input must be 4-D (N, C, H, W), got shape {list(x.shape)}")
     kind = _POOL_KIND.get(str(p.get("type", "MAXPOOL")), str(p.get("type")))
@@ -232,7 +234,13 @@ def pooling(ctx: Ctx, op, xs):
                              (int(p.get("strideY") or 1), int(p.get("strideX") or 1)), str(p.get("padType", "CAFFE")),
                              (int(p.get("padY") or 0), int(p.get("padX") or 0)), pads,
                              bool(p.get("ceilModel", True)), bool(p.get("isGlobal")))
-    return _pool(ctx, op, x, kind, _count_rule(attrs, str(p.get("countType", "DEFAULT"))))
+    y = _pool(ctx, op, x, kind, _count_rule(attrs, str(p.get("countType", "DEFAULT"))))
+    if len(op.outputIndexes or []) < 2:
+        return y
+    if kind != "max":
+        raise ctx.unsupported(op, "a second (indices) output of average pooling")
+    # ONNX MaxPool's Indices (real MNN 3.6.1 writes other values there: mnnjit gives ONNX's)
+    return [y, ctx.emit("max_pool_argmax", [B.cast_node(x, F32)], attrs)]
 
 
 @converter("Pooling3D")

@@ -777,3 +777,55 @@ def test_resize_tf_crop_and_resize_is_refused(model_dir) -> None:
     path = _model(model_dir, ("resize_tfcrop",), build, {"x": ([2, 4, 6, 6], np.float32)}, [2, 4, 5, 7])
     with pytest.raises(UnsupportedOpError, match="tf_crop_and_resize"):
         _both_mnnjit(path, {"x": np.zeros((2, 4, 6, 6), np.float32)})
+
+
+# ---------------------------------------------------------------- MaxPool indices, MaxUnpool
+
+MAXPOOL_IDX = {"plain": ([2, 3, 6, 6], dict(kernel_shape=[2, 2], strides=[2, 2])),
+               "padded": ([2, 3, 7, 7], dict(kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])),
+               "overlap_ceil": ([1, 2, 7, 6], dict(kernel_shape=[3, 2], strides=[2, 1], ceil_mode=1)),
+               "1d": ([2, 3, 9], dict(kernel_shape=[3], strides=[2]))}
+
+
+@pytest.mark.parametrize("name", sorted(MAXPOOL_IDX))
+def test_max_pool_indices_match_onnx(model_dir, name: str) -> None:
+    """ONNX MaxPool's Indices output (MNN Pooling with two outputs) and the MaxUnpool built on it (MNN's
+    converter: ScatterNd of the values at the flat indices) against ONNX Runtime, ties included; real MNN
+    3.6.1 writes other values as indices (and pads with -1.6e7), so it is only compared for the pooled
+    values without padding."""
+    import onnxruntime as ort
+    from onnx import TensorProto
+    shape, attrs = MAXPOOL_IDX[name]
+
+    def build(b):
+        y, i = b.op("MaxPool", ["x"], n_out=2, **attrs)
+        b.op("Add", [y, b.op("Cast", [i], to=TensorProto.FLOAT)])
+    path = _model(model_dir, ("maxpool_idx", name), build, {"x": (shape, np.float32)},
+                  [shape[0], shape[1]] + [None] * (len(shape) - 2))
+    x = np.round(np.random.default_rng(5).standard_normal(shape) * 2).astype(np.float32)  # ties
+    (onnx_exp,) = ort.InferenceSession(path.replace(".mnn", ".onnx")).run(None, {"x": x})
+    got = _both_mnnjit(path, {"x": x})
+    np.testing.assert_array_equal(got, onnx_exp)
+
+
+def test_max_unpool_matches_onnx(model_dir) -> None:
+    """MaxPool (with indices) then MaxUnpool: each maximum back at its place, zeros elsewhere."""
+    import onnxruntime as ort
+
+    def build(b):
+        y, i = b.op("MaxPool", ["x"], n_out=2, kernel_shape=[2, 2], strides=[2, 2])
+        b.op("MaxUnpool", [y, i], kernel_shape=[2, 2], strides=[2, 2])
+    path = _model(model_dir, ("maxunpool",), build, {"x": ([2, 3, 6, 6], np.float32)}, [2, 3, 6, 6])
+    x = np.random.default_rng(6).standard_normal((2, 3, 6, 6)).astype(np.float32)
+    (onnx_exp,) = ort.InferenceSession(path.replace(".mnn", ".onnx")).run(None, {"x": x})
+    np.testing.assert_array_equal(_both_mnnjit(path, {"x": x}), onnx_exp)
+
+
+def test_max_pool_values_with_indices_match_real_mnn(model_dir) -> None:
+    """The pooled values of a MaxPool that also returns indices, against real MNN (no padding)."""
+    def build(b):
+        b.op("MaxPool", ["x"], n_out=2, kernel_shape=[2, 2], strides=[2, 2])
+    path = _model(model_dir, ("maxpool_idx_vals",), build, {"x": ([2, 3, 6, 6], np.float32)}, [2, 3, 3, 3])
+    x = np.random.default_rng(7).standard_normal((2, 3, 6, 6)).astype(np.float32)
+    exp, got = _both(path, {"x": x})
+    np.testing.assert_array_equal(got, exp)
