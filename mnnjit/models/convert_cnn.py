@@ -250,6 +250,10 @@ def pooling3d(ctx: Ctx, op, xs):
     p = op.main or {}
     x = xs[0]
     kind = _POOL_KIND.get(str(p.get("type", "MAXPOOL")), str(p.get("type")))
+    if len(x.shape) == 5 and p.get("isGlobal") and kind in ("max", "avg"):
+        # ONNX GlobalAveragePool / GlobalMaxPool of [N, C, D, H, W]: a reduction over D, H, W
+        red = "reduce_max" if kind == "max" else "reduce_mean"
+        return B.reduce(red, B.cast_node(x, F32), (2, 3, 4), True)
     if len(x.shape) != 4:
         raise ctx.unsupported(op, f"3-D pooling of a {len(x.shape)}-D tensor")
     if p.get("isGlobal"):

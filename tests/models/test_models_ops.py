@@ -829,3 +829,20 @@ def test_max_pool_values_with_indices_match_real_mnn(model_dir) -> None:
     x = np.random.default_rng(7).standard_normal((2, 3, 6, 6)).astype(np.float32)
     exp, got = _both(path, {"x": x})
     np.testing.assert_array_equal(got, exp)
+
+
+@pytest.mark.parametrize("kind", ["GlobalAveragePool", "GlobalMaxPool"])
+@pytest.mark.parametrize("shape", [[1, 2, 3, 4, 5], [2, 3, 4, 5, 6]])
+def test_global_pool_5d(model_dir, kind: str, shape) -> None:
+    """ONNX global pooling of [N, C, D, H, W] (MNN Pooling3D, isGlobal) against ONNX Runtime, and real MNN
+    for the single-image average (real MNN 3.6.1 gives other values for the larger shape)."""
+    import onnxruntime as ort
+    path = _model(model_dir, ("gpool5d", kind, *shape), lambda b: b.op(kind, ["x"]), {"x": (shape, np.float32)},
+                  shape[:2] + [1, 1, 1])
+    x = np.random.default_rng(8).standard_normal(shape).astype(np.float32)
+    got = _both_mnnjit(path, {"x": x})
+    (onnx_exp,) = ort.InferenceSession(path.replace(".mnn", ".onnx")).run(None, {"x": x})
+    _assert_close(got, onnx_exp, 1e-5)
+    if shape[0] == 1 and kind == "GlobalAveragePool":
+        exp, _ = _both(path, {"x": x})
+        _assert_close(got, exp, 1e-5)
