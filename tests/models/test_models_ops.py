@@ -689,7 +689,7 @@ RESIZE_ND = {"3d_nearest_sizes": ([2, 3, 7], dict(mode="nearest"), None, [2, 3, 
 @pytest.mark.parametrize("name", sorted(RESIZE_ND))
 def test_resize_3d_and_5d(model_dir, name: str) -> None:
     """ONNX Resize of [N, C, L] and [N, C, D, H, W] tensors (MNN Interp) against ONNX Runtime and real MNN
-    (not for 5-D linear: real MNN 3.6.1 returns no output there)."""
+    (not for linear: real MNN 3.6.1 returns no output for 5-D and, in some runs, zeros for 3-D)."""
     shape, attrs, scales, sizes = RESIZE_ND[name]
 
     def build(b):
@@ -700,7 +700,7 @@ def test_resize_3d_and_5d(model_dir, name: str) -> None:
     x = np.random.default_rng(3).standard_normal(shape).astype(np.float32)
     import onnxruntime as ort
     (onnx_exp,) = ort.InferenceSession(path.replace(".mnn", ".onnx")).run(None, {"x": x})
-    if name == "5d_linear_scales":
+    if "linear" in name:
         got = _both_mnnjit(path, {"x": x})
     else:
         exp, got = _both(path, {"x": x})
