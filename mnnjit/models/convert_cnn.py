@@ -135,6 +135,33 @@ def _dense(ctx: Ctx, op, x, w_node, b_node, act: str):
     return B.reshape(out, (n, o, 1, 1))
 
 
+def _deconv_same_pads(ctx: Ctx, common: dict, xs, size, k, s, d) -> tuple[tuple, tuple]:
+    """(pads (t, b, l, r), output padding) of a SAME transposed convolution (ONNX ConvTranspose with
+    ``output_shape`` or ``auto_pad``), real MNN's rule (measured): the output size is the second input's
+    (H, W) when the op has an output shape, else input size x stride; the output starts at
+    ``trunc(total / 2)`` of the full result, ``total = (in - 1) * stride + kernel - out`` counted with the
+    undilated kernel (a negative start puts zeros first; cells past the full result are zeros). ONNX
+    puts the odd cell first for SAME_LOWER and for an explicit output_shape without auto_pad (and counts
+    the dilated kernel), so those cases differ from ONNX Runtime, in real MNN and mnnjit alike."""
+    if common.get("hasOutputShape") and len(xs) > 1:
+        v = ctx.ints(xs[1], "deconvolution output shape")
+        if len(v) not in (2, 4):
+            raise ValueError(f"Deconvolution: output shape {v} is not (H, W) or (N, H, W, C)")
+        out = (v[1], v[2]) if len(v) == 4 else (v[0], v[1])
+    else:
+        out = (size[0] * s[0], size[1] * s[1])
+    pads, extra = [], []
+    for n_in, n_out, kk, ss, dd in zip(size, out, k, s, d):
+        if n_out <= 0:
+            raise ValueError(f"Deconvolution: output size {list(out)} must be positive")
+        begin = int(((n_in - 1) * ss + kk - n_out) / 2)  # C division: toward zero
+        full = (n_in - 1) * ss + (kk - 1) * dd + 1
+        end = full - n_out - begin  # cells cropped at the end (negative: zeros added there)
+        pads.append((begin, max(0, end)))
+        extra.append(max(0, -end))
+    return (pads[0][0], pads[0][1], pads[1][0], pads[1][1]), (extra[0], extra[1])
+
+
 @converter("Deconvolution", "DeconvolutionDepthwise")
 def deconvolution(ctx: Ctx, op, xs):
     """Transposed 2-D convolution (MNN stores weights as [O, C/group, kh, kw]... per group)."""
@@ -156,11 +183,12 @@ def deconvolution(ctx: Ctx, op, xs):
     s = (int(common.get("strideY") or 1), int(common.get("strideX") or 1))
     d = (int(common.get("dilateY") or 1), int(common.get("dilateX") or 1))
     mode = str(common.get("padMode", "CAFFE"))
-    if mode == "SAME":
-        raise ctx.unsupported(op, "SAME padding for transposed convolution")
-    pads = (0, 0, 0, 0) if mode == "VALID" else _conv_pads(common, x.shape[2:], (kh, kw), s, d)
     outp = common.get("outPads")
     op_pad = (int(outp[0]), int(outp[1])) if outp is not None and len(outp) == 2 else (0, 0)
+    if mode == "SAME":
+        pads, op_pad = _deconv_same_pads(ctx, common, xs, x.shape[2:], (kh, kw), s, d)
+    else:
+        pads = (0, 0, 0, 0) if mode == "VALID" else _conv_pads(common, x.shape[2:], (kh, kw), s, d)
     act = "relu6" if common.get("relu6") else ("relu" if common.get("relu") else "")
     ins = [x, ctx.const(w)] + ([] if b is None else [ctx.const(b)])
     return ctx.emit("conv2d_transpose", ins, {"stride": s, "dilation": d, "pads": pads, "group": group,
@@ -190,8 +218,10 @@ def pooling(ctx: Ctx, op, xs):
     x = xs[0]
     if len(x.shape) == 3:  # [N, C, L] pools as [N, C, L, 1] (the converter puts the window in kernelY)
         n, c, length = x.shape
-        out = pooling(ctx, op, [node_of(B.reshape(x, (n, c, length, 1)))])
-        return B.reshape(out, out.shape[:3])
+        outs = pooling(ctx, op, [node_of(B.reshape(x, (n, c, length, 1)))])
+        if isinstance(outs, list):  # with indices: [N, C, L, 1] offsets are the [N, C, L] ones
+            return [B.reshape(o, o.shape[:3]) for o in outs]
+        return B.reshape(outs, outs.shape[:3])
     if len(x.shape) != 4:
         raise ValueError(f"pooling input must be 4-D (N, C, H, W), got shape {list(x.shape)}")
     kind = _POOL_KIND.get(str(p.get("type", "MAXPOOL")), str(p.get("type")))
@@ -204,7 +234,13 @@ def pooling(ctx: Ctx, op, xs):
                              (int(p.get("strideY") or 1), int(p.get("strideX") or 1)), str(p.get("padType", "CAFFE")),
                              (int(p.get("padY") or 0), int(p.get("padX") or 0)), pads,
                              bool(p.get("ceilModel", True)), bool(p.get("isGlobal")))
-    return _pool(ctx, op, x, kind, _count_rule(attrs, str(p.get("countType", "DEFAULT"))))
+    y = _pool(ctx, op, x, kind, _count_rule(attrs, str(p.get("countType", "DEFAULT"))))
+    if len(op.outputIndexes or []) < 2:
+        return y
+    if kind != "max":
+        raise ctx.unsupported(op, "a second (indices) output of average pooling")
+    # ONNX MaxPool's Indices (real MNN 3.6.1 writes other values there: mnnjit gives ONNX's)
+    return [y, ctx.emit("max_pool_argmax", [B.cast_node(x, F32)], attrs)]
 
 
 @converter("Pooling3D")
@@ -214,6 +250,10 @@ def pooling3d(ctx: Ctx, op, xs):
     p = op.main or {}
     x = xs[0]
     kind = _POOL_KIND.get(str(p.get("type", "MAXPOOL")), str(p.get("type")))
+    if len(x.shape) == 5 and p.get("isGlobal") and kind in ("max", "avg"):
+        # ONNX GlobalAveragePool / GlobalMaxPool of [N, C, D, H, W]: a reduction over D, H, W
+        red = "reduce_max" if kind == "max" else "reduce_mean"
+        return B.reduce(red, B.cast_node(x, F32), (2, 3, 4), True)
     if len(x.shape) != 4:
         raise ctx.unsupported(op, f"3-D pooling of a {len(x.shape)}-D tensor")
     if p.get("isGlobal"):
@@ -233,31 +273,53 @@ _CTM = {"AlignCorners": "align_corners", "HalfPixels": "half_pixel", "PytorchHal
 _RESIZE = {1: "nearest", 2: "bilinear", 3: "cubic", 4: "nearest_ceil"}
 
 
-@converter("Interp")
-def interp(ctx: Ctx, op, xs):
-    """Resize (nearest, bilinear, cubic) to the output size given by the op or its extra inputs."""
+def _interp_targets(ctx: Ctx, op, xs, spatial: tuple) -> tuple[list[int], list | None]:
+    """(output sizes, input-per-output scales or None) of an Interp's spatial axes: from the scales or
+    sizes input, else from the op's output sizes / scales (depth, height, width)."""
     p = op.main or {}
-    x = B.cast_node(xs[0], F32)
-    if len(x.shape) != 4:
-        raise ctx.unsupported(op, f"resizing a {len(x.shape)}-D tensor")
-    h, w = x.shape[2], x.shape[3]
-    oh, ow = int(p.get("outputHeight") or 0), int(p.get("outputWidth") or 0)
+    k = len(spatial)
     if len(xs) > 1:
         v = np.asarray(ctx.value(xs[1], "resize scales/sizes")).reshape(-1)
+        if v.size < k and v.size != 1:
+            raise ValueError(f"Interp: {v.size} scales/sizes for {k} spatial axes")
+        v = v[-k:] if v.size >= k else np.repeat(v, k)
         if xs[1].dtype.kind == "f":
-            sh, sw = (float(v[-2]), float(v[-1])) if v.size >= 2 else (float(v[0]), float(v[0]))
-            oh, ow = int(math.floor(h * sh)), int(math.floor(w * sw))
-        else:
-            oh, ow = int(v[-2]), int(v[-1])
-    if not oh or not ow:
-        hs, ws = float(p.get("heightScale") or 0), float(p.get("widthScale") or 0)
-        if not hs or not ws:
-            raise ctx.unsupported(op, "resize without an output size or scale")
-        oh, ow = int(h * hs), int(w * ws)
+            sc = [float(t) for t in v]
+            if min(sc) <= 0:
+                raise ValueError(f"Interp: resize scales must be positive, got {sc}")
+            # ONNX Resize with scales (and real MNN) maps coordinates with the given scale, not out/in
+            return [int(math.floor(n * t)) for n, t in zip(spatial, sc)], [1.0 / t for t in sc]
+        return [int(t) for t in v], None
+    names = ("Depth", "Height", "Width")[3 - k:]
+    outs = [int(p.get(f"output{nm}") or 0) for nm in names]
+    if all(outs):
+        return outs, None
+    sc = [float(p.get(f"{nm.lower()}Scale") or 0) for nm in names]
+    if not all(sc):
+        raise ctx.unsupported(op, "resize without an output size or scale")
+    return [int(n * t) for n, t in zip(spatial, sc)], None
+
+
+@converter("Interp")
+def interp(ctx: Ctx, op, xs):
+    """Resize (nearest, bilinear, cubic) to the output size given by the op or its extra inputs. 3-D
+    inputs [N, C, L] resize as [N, C, 1, L]; 5-D inputs [N, C, D, H, W] as two separable passes (H and
+    W, then D), which is exact since each method weights every axis separately."""
+    p = op.main or {}
+    x = B.cast_node(xs[0], F32)
+    nd = len(x.shape)
+    if nd not in (3, 4, 5):
+        raise ctx.unsupported(op, f"resizing a {nd}-D tensor")
+    outs, scales = _interp_targets(ctx, op, xs, tuple(x.shape[2:]))
+    if min(outs) <= 0:
+        raise ValueError(f"Interp: output size {outs} must be positive")
     method = _RESIZE.get(int(p.get("resizeType") or 1))
     if method is None:
         raise ctx.unsupported(op, f"resizeType {p.get('resizeType')}")
     ctm = str(p.get("ctm", "NotSet"))
+    if ctm == "TensorflowCropAndResize":  # the crop box (ONNX roi) is not in the op: no answer to give
+        raise ctx.unsupported(op, "tf_crop_and_resize resizing (MNN's converter drops the roi input; "
+                                  "real MNN 3.6.1 returns a constant there)")
     if ctm in _CTM:
         coord = _CTM[ctm]
     elif p.get("alignCorners"):
@@ -266,11 +328,27 @@ def interp(ctx: Ctx, op, xs):
         coord = "half_pixel"
     else:
         coord = "asymmetric"
-    attrs = {"size": (oh, ow), "method": method, "coord": coord,
-             "cubic_a": float(p.get("cubicCoeffA", -0.75)), "exclude_outside": False}
-    if method == "nearest_ceil":
-        attrs["offset"] = (-0.5, -0.5)
-    return ctx.emit("resize", [x], attrs)
+
+    def resize2d(node, size, scale):
+        attrs = {"size": tuple(size), "method": method, "coord": coord,
+                 "cubic_a": float(p.get("cubicCoeffA", -0.75)), "exclude_outside": False}
+        if scale is not None and coord != "align_corners":
+            attrs["scale"] = tuple(scale)
+        if method == "nearest_ceil":
+            attrs["offset"] = (-0.5, -0.5)
+        return ctx.emit("resize", [node_of(node)], attrs)
+
+    n, c = x.shape[0], x.shape[1]
+    if nd == 4:
+        return resize2d(x, outs, scales)
+    if nd == 3:
+        y = resize2d(B.reshape(x, (n, c, 1, x.shape[2])), (1, outs[0]), None if scales is None else (1.0, scales[0]))
+        return B.reshape(y, (n, c, outs[0]))
+    d, h, w = x.shape[2:]
+    od, oh, ow = outs
+    y = resize2d(B.reshape(x, (n, c * d, h, w)), (oh, ow), None if scales is None else scales[1:])
+    y = resize2d(B.reshape(y, (n, c, d, oh * ow)), (od, oh * ow), None if scales is None else (scales[0], 1.0))
+    return B.reshape(y, (n, c, od, oh, ow))
 
 
 #: MNN's GridSample BorderMode -> the grid_sample op's padding. Real MNN's CPU kernel only tells ZEROS

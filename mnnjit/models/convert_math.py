@@ -188,6 +188,15 @@ def cast(ctx: Ctx, op, xs):
     return B.cast_node(xs[0], dt) if xs[0].dtype != dt else xs[0]
 
 
+@converter("CastLike")
+def cast_like(ctx: Ctx, op, xs):
+    """ONNX CastLike: the first input converted to the second input's dtype (as Cast)."""
+    if len(xs) != 2:
+        raise ctx.unsupported(op, f"CastLike with {len(xs)} inputs")
+    dt = xs[1].dtype
+    return B.cast_node(xs[0], dt) if xs[0].dtype != dt else xs[0]
+
+
 _REDUCE = {"SUM": "reduce_sum", "MEAN": "reduce_mean", "MAXIMUM": "reduce_max", "MINIMUM": "reduce_min",
            "PROD": "reduce_prod", "ANY": "reduce_any", "ALL": "reduce_all"}
 

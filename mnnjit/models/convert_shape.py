@@ -116,8 +116,14 @@ def transpose(ctx: Ctx, op, xs):
 
 @converter("Shape")
 def shape(ctx: Ctx, op, xs):
-    """The input's shape as int32 (a constant: shapes are known when the plan is built)."""
-    return const_node(np.asarray(xs[0].shape, np.int32).reshape(len(xs[0].shape)))
+    """The input's shape as int32 (a constant: shapes are known when the plan is built); ONNX Shape's
+    ``start`` / ``end`` (opset 15, the op's hasStart / hasEnd) keep a part of it, Python-slice style."""
+    p = op.main if isinstance(op.main, dict) else {}
+    dims = list(xs[0].shape)
+    start = int(p.get("start") or 0) if p.get("hasStart") else 0
+    end = int(p.get("end") or 0) if p.get("hasEnd") else len(dims)
+    part = dims[start:end]
+    return const_node(np.asarray(part, np.int32).reshape(len(part)))
 
 
 @converter("Rank")

@@ -56,7 +56,7 @@ _loaded = False
 
 def _load_converters() -> None:
     global _loaded
-    from . import (control_flow, convert_cnn, convert_detect, convert_math, convert_misc,  # noqa: F401
+    from . import (control_flow, convert_cnn, convert_detect, convert_extra, convert_math, convert_misc,  # noqa: F401
                    convert_shape)
     _loaded = True
 
@@ -98,6 +98,8 @@ class Ctx:
         self.dynamic = dynamic
         self.cache = cache  # per-model cache of decoded weights (keyed by op identity)
         self.op_label = ""
+        #: TensorArray states of this translation: id(flow node) -> (flow node, element nodes).
+        self.tensor_arrays: dict[int, tuple[Node, list]] = {}
 
     # -------------------------------------------------------------- values
     def value(self, node: Node, what: str = "input") -> np.ndarray:

@@ -4,6 +4,8 @@
              numpy.linalg.svd: u (..., M, M or K), s (..., K), vh (..., N or K, N), K = min(M, N).
 * ``solve``  inputs (a (..., M, M), b (..., M) or (..., M, K)) float32; numpy.linalg.solve's broadcasting
              (b is a vector only when it is 1-D); numpy.linalg.LinAlgError for singular matrices.
+* ``det``    inputs (a (..., M, M) float32): the determinants (...,), float32 (computed in float64 by LU
+             factorisation, as numpy.linalg.det; a singular matrix gives 0).
 """
 from __future__ import annotations
 
@@ -52,3 +54,17 @@ def _solve_ref(xs, attrs):
 
 
 register(OpDef("solve", "opaque", lambda i, a: (solve_shape(i[0].shape, i[1].shape), F32), _solve_ref))
+
+
+def _det_infer(inputs, attrs):
+    s = inputs[0].shape
+    if len(s) < 2 or s[-1] != s[-2]:
+        raise np.linalg.LinAlgError(f"det: the last 2 dimensions must be square, got shape {list(s)}")
+    return s[:-2], F32
+
+
+def _det_ref(xs, attrs):
+    return np.asarray(np.linalg.det(xs[0].astype(np.float64)), np.float32)
+
+
+register(OpDef("det", "opaque", _det_infer, _det_ref, mnn_type="Det"))

@@ -17,7 +17,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from .._dtypes import F32
+from .._dtypes import F32, I32
 from .registry import OpDef, register
 
 
@@ -144,6 +144,44 @@ def _edge_pad(x: np.ndarray, pads: Sequence[int]) -> np.ndarray:
 
 register(OpDef("pool2d", "opaque", _pool_infer, pool2d_ref, mnn_type="Pooling",
                doc="max/avg pooling with explicit pads and output size (see docs/NN_OPS.md)"))
+
+
+def _argmax_infer(inputs, attrs):
+    n, c = inputs[0].shape[:2]
+    return (n, c) + tuple(attrs["out"]), I32
+
+
+def max_pool_argmax_ref(xs: list, attrs: dict) -> np.ndarray:
+    """Where each max-pooling window's maximum is (pool2d's attributes): int32 flat offsets into the
+    NCHW input, ``((n * C + c) * H + h) * W + w`` (ONNX MaxPool's Indices, storage order 0), the first
+    one in row-major order on ties. Padding is never chosen; a window entirely in the padding takes the
+    nearest edge cell, as ``pool2d`` does."""
+    x = xs[0]
+    n, c, h, w = x.shape
+    kh, kw = attrs["kernel"]
+    sh, sw = attrs["stride"]
+    t, _, l, _ = attrs["pads"]
+    oh, ow = attrs["out"]
+    rows, cols = np.arange(oh) * sh - t, np.arange(ow) * sw - l
+    best = where = None
+    for i in range(kh):
+        ri = np.clip(rows + i, 0, h - 1)
+        for j in range(kw):
+            cj = np.clip(cols + j, 0, w - 1)
+            v = x[:, :, ri[:, None], cj[None, :]]
+            idx = np.broadcast_to(ri[:, None] * w + cj[None, :], v.shape)
+            if best is None:
+                best, where = v.copy(), idx.copy()
+            else:
+                m = v > best  # clamped taps run in row-major order of the cells: ties keep the first
+                best[m] = v[m]
+                where[m] = idx[m]
+    base = ((np.arange(n)[:, None] * c + np.arange(c)[None, :]) * (h * w))[:, :, None, None]
+    return (where + base).astype(np.int32)
+
+
+register(OpDef("max_pool_argmax", "opaque", _argmax_infer, max_pool_argmax_ref,
+               doc="flat NCHW offsets of max-pooling maxima (ONNX MaxPool Indices), pool2d's attributes"))
 
 
 def pool2d(x: Any, kind: str, kernel: Sequence[int], stride: Sequence[int] = (1, 1),

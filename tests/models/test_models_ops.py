@@ -90,6 +90,10 @@ CASES = {
                                     auto_pad="SAME_UPPER"), [1, 2, 3, 3]),
     "conv_asymmetric_pads": (S, lambda b: b.op("Conv", ["x", b.weight((2, 4, 3, 3))], kernel_shape=[3, 3],
                                                pads=[0, 1, 2, 0]), [1, 2, 6, 5]),
+    "shape_start_end": (S, lambda b: b.op("Cast", [b.op("Shape", ["x"], start=1, end=-1)], to=1), [2]),
+    "shape_start_negative": ([2, 3, 5], lambda b: b.op("Cast", [b.op("Shape", ["x"], start=-2)], to=1), [2]),
+    "castlike_int": (S, lambda b: b.op("Cast", [b.op("CastLike", [b.op("Mul", ["x", f32(b, 4)]),
+                                                                  b.init(np.array([1], np.int32), "t")])], to=1), S),
     "reverse_sequence": ([4, 2, 3], lambda b: b.op("ReverseSequence", ["x", i64(b, [4, 2])], batch_axis=1, time_axis=0),
                          [4, 2, 3]),
 }
@@ -510,3 +514,337 @@ def test_dropout_is_identity(tmp_path) -> None:
     path = _converted(str(tmp_path), lambda b: b.op("Dropout", ["x"]), {"x": ([2, 5], np.float32)}, [2, 5])
     x = np.random.default_rng(0).standard_normal((2, 5)).astype(np.float32)
     np.testing.assert_array_equal(_both_mnnjit(path, {"x": x}), x)
+
+
+# ---------------------------------------------------------------- Det, EyeLike, RandomUniform/Normal, Unique
+
+@pytest.mark.parametrize("shape", [[3, 3], [2, 4, 4], [2, 1, 2, 2]])
+def test_det_matches_real_mnn(model_dir, shape) -> None:
+    """ONNX Det (MNN Det) of batches of square matrices, a singular one among them."""
+    path = _model(model_dir, ("det", *shape), lambda b: b.op("Det", ["x"]), {"x": (shape, np.float32)}, shape[:-2])
+    x = np.random.default_rng(len(shape)).standard_normal(shape).astype(np.float32)
+    x.reshape(-1, shape[-1], shape[-1])[0, 1] = x.reshape(-1, shape[-1], shape[-1])[0, 0] * 2  # singular
+    exp, got = _both(path, {"x": x})
+    _assert_close(got, exp, 1e-5)
+    _assert_close(got, np.linalg.det(x.astype(np.float64)), 1e-5)
+
+
+@pytest.mark.parametrize("shape,k", [([4, 5], 1), ([4, 5], -2), ([3, 3], 0), ([2, 6], 7)])
+@pytest.mark.parametrize("dtype", [np.float32, np.int64])
+def test_eye_like_matches_real_mnn(model_dir, shape, k: int, dtype) -> None:
+    """ONNX EyeLike (MNN EyeLike with k as a second input) added to its input, float and int."""
+    def build(b):
+        b.op("Add", ["x", b.op("EyeLike", ["x"], k=k)])
+    path = _model(model_dir, ("eyelike", *shape, k, np.dtype(dtype).name), build, {"x": (shape, dtype)}, shape, dtype)
+    rng = np.random.default_rng(k + 10)
+    x = (rng.standard_normal(shape) * 5).astype(dtype)
+    exp, got = _both(path, {"x": x})
+    assert got.dtype == exp.dtype and np.array_equal(got, exp)
+    assert np.array_equal(got, x + np.eye(*shape, k, dtype=dtype))
+
+
+@pytest.mark.parametrize("kind,a,b", [("RandomUniformLike", -2.0, 3.0), ("RandomNormalLike", 1.5, 0.5)])
+def test_random_like_statistics(model_dir, kind: str, a: float, b: float) -> None:
+    """ONNX RandomUniformLike / RandomNormalLike (MNN RandomUniform / RandomNormal on the input's shape):
+    real MNN's generator cannot be reproduced, so shape, dtype, range and moments are checked against
+    real MNN's output and the distribution, and the numbers must repeat across forwards and loads
+    (real MNN's fixed seed does the same)."""
+    attrs = {"low": a, "high": b} if kind == "RandomUniformLike" else {"mean": a, "scale": b}
+    shape = [50, 40]
+    path = _model(model_dir, ("random", kind), lambda bb: bb.op(kind, ["x"], **attrs), {"x": (shape, np.float32)},
+                  shape)
+    x = np.zeros(shape, np.float32)
+    exp, got = _both(path, {"x": x})
+    assert got.shape == exp.shape == tuple(shape) and got.dtype == exp.dtype == np.float32
+    if kind == "RandomUniformLike":
+        assert got.min() >= a and got.max() < b and exp.min() >= a and exp.max() < b
+        mean, std = (a + b) / 2, (b - a) / np.sqrt(12)
+    else:
+        mean, std = a, b
+    for v in (got, exp):  # 2000 samples: the mean within 5 standard errors, the deviation within 10%
+        assert abs(float(v.mean()) - mean) < 5 * std / np.sqrt(v.size)
+        assert abs(float(v.std()) / std - 1) < 0.1
+    assert len(np.unique(got)) > 0.99 * got.size
+    np.testing.assert_array_equal(_both_mnnjit(path, {"x": x}), got)
+    m = MNN.nn.load_module_from_file(path, ["x"], ["y"])
+    np.testing.assert_array_equal(m.forward([MNN.expr.const(x, shape)])[0].read(), got)
+    np.testing.assert_array_equal(m.forward([MNN.expr.const(x + 1, shape)])[0].read(), got)
+
+
+def _unique_model(model_dir, dtype, n: int = 12) -> str:
+    from onnx import TensorProto
+
+    def build(b):
+        b.op("Unique", ["x"], n_out=4, sorted=1)
+        b.nodes[-1].output[:] = ["y", "first", "inverse", "counts"]
+    b = _Builder(0)
+    build(b)
+    d = os.path.join(str(model_dir), f"unique_{np.dtype(dtype).name}")
+    os.makedirs(d, exist_ok=True)
+    onnx_path, mnn_path = os.path.join(d, "m.onnx"), os.path.join(d, "m.mnn")
+    outs = [_onnx_io(b, "y", ["u"], dtype)] + [b.h.make_tensor_value_info(n_, TensorProto.INT64, [d])
+                                               for n_, d in (("first", "u"), ("inverse", n), ("counts", "u"))]
+    b.save(onnx_path, [_onnx_io(b, "x", [n], dtype)], outs)
+    return convert(onnx_path, mnn_path)
+
+
+def _unique_outputs(mod, path: str, x: np.ndarray) -> list[np.ndarray]:
+    names = ["y", "first", "inverse", "counts"]
+    m = mod.nn.load_module_from_file(path, ["x"], names)
+    return [np.array(v.read(), copy=True) for v in
+            m.forward([mod.expr.const(x, list(x.shape), mod.expr.NCHW, _mnn_dtype(mod, x))])]
+
+
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(seed=st.integers(0, 2**31 - 1), spread=st.sampled_from([2, 5, 40]))
+def test_unique_ints_match_real_mnn_and_onnx(model_dir, seed: int, spread: int) -> None:
+    """ONNX Unique (MNN Unique, all four outputs) on int inputs: sorted values, first indices, inverse
+    indices and counts as real MNN and ONNX Runtime give them; the count changes between forwards."""
+    import MNN as REAL
+    import onnxruntime as ort
+    path = _unique_model(model_dir, np.int64)
+    x = np.random.default_rng(seed).integers(-spread, spread, 12).astype(np.int32)
+    got = _unique_outputs(MNN, path, x)
+    exp = _unique_outputs(REAL, path, x)
+    onnx_exp = ort.InferenceSession(path.replace(".mnn", ".onnx")).run(None, {"x": x.astype(np.int64)})
+    for g, e, o in zip(got, exp, onnx_exp):
+        assert g.dtype == np.int32 and np.array_equal(g, e) and np.array_equal(g, o)
+
+
+def test_unique_floats(model_dir) -> None:
+    """Float inputs: ONNX's numeric order (ONNX Runtime); real MNN agrees for non-negative values (it orders
+    floats by their int32 bit patterns, so negative values differ: docs/COMPATIBILITY.md)."""
+    import MNN as REAL
+    import onnxruntime as ort
+    path = _unique_model(model_dir, np.float32)
+    sess = ort.InferenceSession(path.replace(".mnn", ".onnx"))
+    rng = np.random.default_rng(0)
+    pos = rng.integers(0, 5, 12).astype(np.float32) * 0.5
+    mixed = np.array([1, -1, -3, 0, -0.0, 2, -1, 7, -3, 0.5, 1, -2], np.float32)
+    for x in (pos, mixed):
+        got = _unique_outputs(MNN, path, x)
+        for g, o in zip(got, sess.run(None, {"x": x})):
+            np.testing.assert_array_equal(g, o)
+    for g, e in zip(_unique_outputs(MNN, path, pos), _unique_outputs(REAL, path, pos)):
+        np.testing.assert_array_equal(g, e)
+
+
+# ---------------------------------------------------------------- Resize with scales that do not give whole sizes
+
+@pytest.mark.parametrize("mode,nearest,ctm", [("nearest", "floor", "half_pixel"),
+                                              ("nearest", "round_prefer_floor", "half_pixel"),
+                                              ("nearest", "floor", "asymmetric"), ("linear", None, "half_pixel"),
+                                              ("linear", None, "asymmetric")])
+@pytest.mark.parametrize("scales", [(1.5, 1.7), (0.5, 0.4)])
+def test_resize_scales_map_coordinates_with_the_given_scale(model_dir, mode: str, nearest, ctm: str, scales) -> None:
+    """ONNX Resize with scales whose output sizes are rounded down (6 * 1.7 -> 10): real MNN and ONNX Runtime
+    map the coordinates with the given scale (1 / 1.7), not with in/out sizes (6 / 10)."""
+    attrs = {"mode": mode, "coordinate_transformation_mode": ctm, **({"nearest_mode": nearest} if nearest else {})}
+    build = lambda b: b.op("Resize", ["x", "", f32(b, [1, 1, *scales])], **attrs)  # noqa: E731
+    out = [2, 3, int(6 * scales[0]), int(6 * scales[1])]
+    path = _model(model_dir, ("resize_sc", mode, nearest, ctm, *scales), build, {"x": ([2, 3, 6, 6], np.float32)}, out)
+    x = np.random.default_rng(2).standard_normal((2, 3, 6, 6)).astype(np.float32)
+    exp, got = _both(path, {"x": x})
+    _assert_close(got, exp, 1e-5)
+    import onnxruntime as ort
+    (onnx_exp,) = ort.InferenceSession(path.replace(".mnn", ".onnx")).run(None, {"x": x})
+    _assert_close(got, onnx_exp, 1e-5)
+
+
+# ---------------------------------------------------------------- ConvTranspose with output_shape / auto_pad (SAME)
+
+DECONV_SAME = {"output_shape_larger": dict(output_shape=[14, 12]), "output_shape_smaller": dict(output_shape=[12, 11]),
+               "output_shape_odd": dict(output_shape=[11, 10]), "same_upper": dict(auto_pad="SAME_UPPER"),
+               "same_lower": dict(auto_pad="SAME_LOWER"), "dilated": dict(output_shape=[15, 14], dilations=[2, 1]),
+               "same_upper_group": dict(auto_pad="SAME_UPPER", group=2)}
+
+
+@pytest.mark.parametrize("name", sorted(DECONV_SAME))
+def test_conv_transpose_same_matches_real_mnn(model_dir, name: str) -> None:
+    """MNN Deconvolution with SAME padding (and an output-shape input): real MNN's crop rule; ONNX Runtime
+    agrees where ONNX splits the padding the same way (SAME_UPPER, outputs larger than the full result)."""
+    attrs = DECONV_SAME[name]
+    group = attrs.get("group", 1)
+    w = np.random.default_rng(0).standard_normal((4, 2, 3, 3)).astype(np.float32)
+    build = lambda b: b.op("ConvTranspose", ["x", b.init(w, "w")], strides=[2, 2], **attrs)  # noqa: E731
+    path = _model(model_dir, ("deconv_same", name), build, {"x": ([1, 4, 6, 5], np.float32)},
+                  [1, 2 * group, None, None])
+    x = np.random.default_rng(1).standard_normal((1, 4, 6, 5)).astype(np.float32)
+    exp, got = _both(path, {"x": x})
+    _assert_close(got, exp, 1e-5)
+    if name in ("output_shape_larger", "same_upper", "same_upper_group"):
+        import onnxruntime as ort
+        (onnx_exp,) = ort.InferenceSession(path.replace(".mnn", ".onnx")).run(None, {"x": x})
+        _assert_close(got, onnx_exp, 1e-5)
+
+
+RESIZE_ND = {"3d_nearest_sizes": ([2, 3, 7], dict(mode="nearest"), None, [2, 3, 12]),
+             "3d_nearest_floor_scales": ([2, 3, 7], dict(mode="nearest", nearest_mode="floor"), [1, 1, 1.6], None),
+             "3d_linear_scales": ([2, 3, 7], dict(mode="linear"), [1, 1, 2], None),
+             "5d_nearest_sizes": ([1, 2, 3, 4, 5], dict(mode="nearest"), None, [1, 2, 5, 7, 3]),
+             "5d_nearest_floor_scales": ([1, 2, 3, 4, 5], dict(mode="nearest", nearest_mode="floor",
+                                                                coordinate_transformation_mode="asymmetric"),
+                                         [1, 1, 2, 1.5, 0.6], None),
+             "5d_linear_scales": ([1, 2, 3, 4, 5], dict(mode="linear"), [1, 1, 2, 1.5, 0.6], None)}
+
+
+@pytest.mark.parametrize("name", sorted(RESIZE_ND))
+def test_resize_3d_and_5d(model_dir, name: str) -> None:
+    """ONNX Resize of [N, C, L] and [N, C, D, H, W] tensors (MNN Interp) against ONNX Runtime and real MNN
+    (not for linear: real MNN 3.6.1 returns no output for 5-D and, in some runs, zeros for 3-D)."""
+    shape, attrs, scales, sizes = RESIZE_ND[name]
+
+    def build(b):
+        ins = ["x", "", f32(b, scales)] if scales else ["x", "", "", i64(b, sizes)]
+        b.op("Resize", ins, **attrs)
+    out = sizes or shape[:2] + [int(n * s) for n, s in zip(shape[2:], scales[2:])]
+    path = _model(model_dir, ("resize_nd", name), build, {"x": (shape, np.float32)}, out)
+    x = np.random.default_rng(3).standard_normal(shape).astype(np.float32)
+    import onnxruntime as ort
+    (onnx_exp,) = ort.InferenceSession(path.replace(".mnn", ".onnx")).run(None, {"x": x})
+    if "linear" in name:
+        got = _both_mnnjit(path, {"x": x})
+    else:
+        exp, got = _both(path, {"x": x})
+        _assert_close(got, exp, 1e-5)
+    _assert_close(got, onnx_exp, 1e-5)
+
+
+# ---------------------------------------------------------------- ONNX sequences (MNN TensorArray ops)
+
+SEQUENCES = {
+    "at": lambda b: b.op("SequenceAt", [b.op("SequenceConstruct", ["x", "x2"]), i64(b, 1)]),
+    "concat": lambda b: b.op("ConcatFromSequence", [b.op("SequenceConstruct", ["x", "x2", "x"])], axis=0),
+    "stack": lambda b: b.op("ConcatFromSequence", [b.op("SequenceConstruct", ["x", "x2"])], axis=1, new_axis=1),
+    "length": lambda b: b.op("Cast", [b.op("SequenceLength", [b.op("SequenceConstruct", ["x", "x2", "x"])])], to=1),
+    "insert_end": lambda b: b.op("ConcatFromSequence", [b.op("SequenceInsert", [b.op("SequenceConstruct", ["x", "x"]),
+                                                                                "x2"])], axis=1),
+    "insert_middle": lambda b: b.op("ConcatFromSequence", [b.op("SequenceInsert", [b.op("SequenceConstruct", ["x", "x"]),
+                                                                                   "x2", i64(b, 1)])], axis=1),
+    "split_squeeze": lambda b: b.op("SequenceAt", [b.op("SplitToSequence", ["x"], axis=1, keepdims=0), i64(b, 2)]),
+    "split_keep": lambda b: b.op("SequenceAt", [b.op("SplitToSequence", ["x"], axis=1), i64(b, 1)]),
+    "split_sizes": lambda b: b.op("SequenceAt", [b.op("SplitToSequence", ["x", i64(b, [1, 2])], axis=1), i64(b, 1)]),
+    "split_step": lambda b: b.op("SequenceAt", [b.op("SplitToSequence", ["x", i64(b, 2)], axis=1), i64(b, 1)]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SEQUENCES))
+def test_sequences_match_real_mnn(model_dir, name: str) -> None:
+    """ONNX sequence ops (MNN TensorArray, TensorArrayWrite / Read / Concat / Size / Insert / Split) against
+    real MNN, and ONNX Runtime (SequenceLength aside: real MNN's length has shape (1,), ONNX's is a scalar)."""
+    out = {"at": [2, 3], "concat": [6, 3], "stack": [2, 2, 3], "length": [], "insert_end": [2, 9],
+           "insert_middle": [2, 9], "split_squeeze": [2], "split_keep": [2, 1], "split_sizes": [2, 2],
+           "split_step": [2, 1]}[name]
+    path = _model(model_dir, ("seq", name), SEQUENCES[name], {"x": ([2, 3], np.float32), "x2": ([2, 3], np.float32)},
+                  out)
+    rng = np.random.default_rng(4)
+    feeds = {"x": rng.standard_normal((2, 3)).astype(np.float32), "x2": rng.standard_normal((2, 3)).astype(np.float32)}
+    exp, got = _both(path, feeds)
+    assert got.shape == exp.shape and np.array_equal(got, exp)
+    import onnxruntime as ort
+    (onnx_exp,) = ort.InferenceSession(path.replace(".mnn", ".onnx")).run(None, feeds)
+    np.testing.assert_array_equal(got.reshape(onnx_exp.shape) if name == "length" else got, onnx_exp)
+
+
+# ---------------------------------------------------------------- STFT
+
+@pytest.mark.parametrize("case", [(64, 8, "hann", 1), (64, 8, "hann", 0), (50, 6, "length", 1), (41, 5, "ones", 1)])
+def test_stft_matches_real_mnn(model_dir, case) -> None:
+    """ONNX STFT (MNN Stft) of real signals [B, N, 1]: Hann and rectangular windows, a frame_length input
+    instead of a window, one- and two-sided, against real MNN and ONNX Runtime."""
+    n, step, win, onesided = case
+
+    def build(b):
+        if win == "length":
+            return b.op("STFT", ["x", i64(b, step), "", i64(b, 10)], onesided=onesided)
+        w = np.hanning(16) if win == "hann" else np.ones(12)
+        return b.op("STFT", ["x", i64(b, step), f32(b, w)], onesided=onesided)
+    path = _model(model_dir, ("stft", *map(str, case)), build, {"x": ([2, n, 1], np.float32)}, [2, None, None, 2])
+    x = np.random.default_rng(n).standard_normal((2, n, 1)).astype(np.float32)
+    exp, got = _both(path, {"x": x})
+    _assert_close(got, exp, 1e-4)
+    import onnxruntime as ort
+    (onnx_exp,) = ort.InferenceSession(path.replace(".mnn", ".onnx")).run(None, {"x": x})
+    _assert_close(got, onnx_exp, 1e-4)
+
+
+def test_resize_tf_crop_and_resize_is_refused(model_dir) -> None:
+    """ONNX Resize tf_crop_and_resize: MNN's converter drops the roi, so mnnjit refuses the op (real MNN
+    3.6.1 fills the output with one value) instead of resizing the whole image."""
+    from mnnjit.models.translate import UnsupportedOpError
+
+    def build(b):
+        b.op("Resize", ["x", f32(b, [0, 0, 0.1, 0.2, 1, 1, 0.8, 1.2]), "", i64(b, [2, 4, 5, 7])], mode="linear",
+             coordinate_transformation_mode="tf_crop_and_resize", extrapolation_value=0.5)
+    path = _model(model_dir, ("resize_tfcrop",), build, {"x": ([2, 4, 6, 6], np.float32)}, [2, 4, 5, 7])
+    with pytest.raises(UnsupportedOpError, match="tf_crop_and_resize"):
+        _both_mnnjit(path, {"x": np.zeros((2, 4, 6, 6), np.float32)})
+
+
+# ---------------------------------------------------------------- MaxPool indices, MaxUnpool
+
+MAXPOOL_IDX = {"plain": ([2, 3, 6, 6], dict(kernel_shape=[2, 2], strides=[2, 2])),
+               "padded": ([2, 3, 7, 7], dict(kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])),
+               "overlap_ceil": ([1, 2, 7, 6], dict(kernel_shape=[3, 2], strides=[2, 1], ceil_mode=1)),
+               "1d": ([2, 3, 9], dict(kernel_shape=[3], strides=[2]))}
+
+
+@pytest.mark.parametrize("name", sorted(MAXPOOL_IDX))
+def test_max_pool_indices_match_onnx(model_dir, name: str) -> None:
+    """ONNX MaxPool's Indices output (MNN Pooling with two outputs) and the MaxUnpool built on it (MNN's
+    converter: ScatterNd of the values at the flat indices) against ONNX Runtime, ties included; real MNN
+    3.6.1 writes other values as indices (and pads with -1.6e7), so it is only compared for the pooled
+    values without padding."""
+    import onnxruntime as ort
+    from onnx import TensorProto
+    shape, attrs = MAXPOOL_IDX[name]
+
+    def build(b):
+        y, i = b.op("MaxPool", ["x"], n_out=2, **attrs)
+        b.op("Add", [y, b.op("Cast", [i], to=TensorProto.FLOAT)])
+    path = _model(model_dir, ("maxpool_idx", name), build, {"x": (shape, np.float32)},
+                  [shape[0], shape[1]] + [None] * (len(shape) - 2))
+    x = np.round(np.random.default_rng(5).standard_normal(shape) * 2).astype(np.float32)  # ties
+    (onnx_exp,) = ort.InferenceSession(path.replace(".mnn", ".onnx")).run(None, {"x": x})
+    got = _both_mnnjit(path, {"x": x})
+    np.testing.assert_array_equal(got, onnx_exp)
+
+
+def test_max_unpool_matches_onnx(model_dir) -> None:
+    """MaxPool (with indices) then MaxUnpool: each maximum back at its place, zeros elsewhere."""
+    import onnxruntime as ort
+
+    def build(b):
+        y, i = b.op("MaxPool", ["x"], n_out=2, kernel_shape=[2, 2], strides=[2, 2])
+        b.op("MaxUnpool", [y, i], kernel_shape=[2, 2], strides=[2, 2])
+    path = _model(model_dir, ("maxunpool",), build, {"x": ([2, 3, 6, 6], np.float32)}, [2, 3, 6, 6])
+    x = np.random.default_rng(6).standard_normal((2, 3, 6, 6)).astype(np.float32)
+    (onnx_exp,) = ort.InferenceSession(path.replace(".mnn", ".onnx")).run(None, {"x": x})
+    np.testing.assert_array_equal(_both_mnnjit(path, {"x": x}), onnx_exp)
+
+
+def test_max_pool_values_with_indices_match_real_mnn(model_dir) -> None:
+    """The pooled values of a MaxPool that also returns indices, against real MNN (no padding)."""
+    def build(b):
+        b.op("MaxPool", ["x"], n_out=2, kernel_shape=[2, 2], strides=[2, 2])
+    path = _model(model_dir, ("maxpool_idx_vals",), build, {"x": ([2, 3, 6, 6], np.float32)}, [2, 3, 3, 3])
+    x = np.random.default_rng(7).standard_normal((2, 3, 6, 6)).astype(np.float32)
+    exp, got = _both(path, {"x": x})
+    np.testing.assert_array_equal(got, exp)
+
+
+@pytest.mark.parametrize("kind", ["GlobalAveragePool", "GlobalMaxPool"])
+@pytest.mark.parametrize("shape", [[1, 2, 3, 4, 5], [2, 3, 4, 5, 6]])
+def test_global_pool_5d(model_dir, kind: str, shape) -> None:
+    """ONNX global pooling of [N, C, D, H, W] (MNN Pooling3D, isGlobal) against ONNX Runtime, and real MNN
+    for the single-image average (real MNN 3.6.1 gives other values for the larger shape)."""
+    import onnxruntime as ort
+    path = _model(model_dir, ("gpool5d", kind, *shape), lambda b: b.op(kind, ["x"]), {"x": (shape, np.float32)},
+                  shape[:2] + [1, 1, 1])
+    x = np.random.default_rng(8).standard_normal(shape).astype(np.float32)
+    got = _both_mnnjit(path, {"x": x})
+    (onnx_exp,) = ort.InferenceSession(path.replace(".mnn", ".onnx")).run(None, {"x": x})
+    _assert_close(got, onnx_exp, 1e-5)
+    if shape[0] == 1 and kind == "GlobalAveragePool":
+        exp, _ = _both(path, {"x": x})
+        _assert_close(got, exp, 1e-5)
