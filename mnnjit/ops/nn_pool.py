@@ -92,14 +92,16 @@ def _axis_counts(n: int, o: int, k: int, s: int, pb: int, pe: int, include_pad: 
     return np.maximum(cnt, 0).astype(np.float32)
 
 
+def _pool_geometry(xs: list, attrs: dict) -> tuple:
+    """(x, its NCHW shape, kernel, stride, pads (top, bottom, left, right), output size) of a pool2d
+    node's input and attributes."""
+    x = xs[0]
+    return x, x.shape, attrs["kernel"], attrs["stride"], attrs["pads"], attrs["out"]
+
+
 def pool2d_ref(xs: list, attrs: dict) -> np.ndarray:
     """pool2d on a numpy array: one strided pass per kernel tap."""
-    x = xs[0]
-    n, c, h, w = x.shape
-    kh, kw = attrs["kernel"]
-    sh, sw = attrs["stride"]
-    t, b, l, r = attrs["pads"]
-    oh, ow = attrs["out"]
+    x, (n, c, h, w), (kh, kw), (sh, sw), (t, b, l, r), (oh, ow) = _pool_geometry(xs, attrs)
     kind = attrs["kind"]
     if (kh, kw) == (h, w) and (oh, ow) == (1, 1) and (t, b, l, r) == (0, 0, 0, 0):
         if kind == "max":
@@ -156,12 +158,7 @@ def max_pool_argmax_ref(xs: list, attrs: dict) -> np.ndarray:
     NCHW input, ``((n * C + c) * H + h) * W + w`` (ONNX MaxPool's Indices, storage order 0), the first
     one in row-major order on ties. Padding is never chosen; a window entirely in the padding takes the
     nearest edge cell, as ``pool2d`` does."""
-    x = xs[0]
-    n, c, h, w = x.shape
-    kh, kw = attrs["kernel"]
-    sh, sw = attrs["stride"]
-    t, _, l, _ = attrs["pads"]
-    oh, ow = attrs["out"]
+    x, (n, c, h, w), (kh, kw), (sh, sw), (t, _, l, _), (oh, ow) = _pool_geometry(xs, attrs)
     rows, cols = np.arange(oh) * sh - t, np.arange(ow) * sw - l
     best = where = None
     for i in range(kh):
