@@ -262,8 +262,8 @@ def _write_resize(w: _Writer, node: Node, ins: list[int], name: str) -> int:
     method, offset = at["method"], tuple(at.get("offset") or (0.0, 0.0))
     if method == "nearest_ceil" and offset == (-0.5, -0.5):
         rtype = 4  # MNN's rounding nearest (ties down), see convert_cnn.interp
-    elif offset != (0.0, 0.0) or at.get("scale") is not None or at.get("exclude_outside"):
-        raise ExportError("expr.save: resize with offsets / explicit scales")
+    elif offset != (0.0, 0.0) or at.get("exclude_outside"):
+        raise ExportError("expr.save: resize with sampling offsets or exclude_outside")
     else:
         rtype = {"nearest": 1, "bilinear": 2, "cubic": 3}.get(method)
         if rtype is None:
@@ -273,7 +273,14 @@ def _write_resize(w: _Writer, node: Node, ins: list[int], name: str) -> int:
             "alignCorners": at["coord"] == "align_corners", "halfPixelCenters": at["coord"] == "half_pixel",
             "cubicCoeffA": float(at.get("cubic_a", -0.75))}
     x = _nc4(w, ins[0], name)
-    y = w.op("Interp", name + "__nc4", [x], "Interp", main)
+    extra = []
+    if at.get("scale") is not None:
+        # coordinates mapped with given scales (ONNX Resize with scales): written as Interp's float
+        # scales input, which the converter reads back to the same sizes and scales (float32 values
+        # survive the 1 / (1 / s) round trip)
+        sh, sw = (1.0 / float(v) for v in at["scale"])
+        extra = [w.const(np.asarray([1.0, 1.0, sh, sw], np.float32))]
+    y = w.op("Interp", name + "__nc4", [x] + extra, "Interp", main)
     return _nchw(w, y, name, name)
 
 
