@@ -456,3 +456,5 @@ def test_conv_gemm_residual_layouts():
     assert np.abs(out - ref).max() <= 1e-4 * max(1.0, float(np.abs(ref).max()))
     with pytest.raises(ValueError, match="C-contiguous"):
         cv.launch(x, out, res_t)
+    with pytest.raises(ValueError, match="C-contiguous float32"):
+        cv.run(x, out, np.ascontiguousarray(res_t).astype(np.uint16))   # half bits with float32 output

@@ -696,7 +696,7 @@ class ConvGemm:
                 raise ValueError("conv2d: the narrow quantized path takes no residual")
             return self._run_narrow(x, out)
         if res is not None:
-            res = np.ascontiguousarray(res, out.dtype)
+            res = np.ascontiguousarray(res)   # a storage type unlike out's is refused by launch
         kernel, args = self.launch(x, out, res)
         kernel(*args)
         return out
