@@ -80,7 +80,7 @@ def test_profile_lists_every_step(shared_dir):
     m.forward(MNN.expr.const(x, [1, 3, 224, 224]))
     rows = m._last_plan.profile([x], repeat=1)
     assert len(rows) == len(m._last_plan.steps)
-    assert {r[0] for r in rows} >= {"conv", "dw", "xdw", "convres"}
+    assert {r[0] for r in rows} >= {"conv", "dwpw", "xdw", "convres"}
 
 
 def test_plan_uses_the_module_thread_count(shared_dir):
@@ -137,6 +137,47 @@ def test_inverted_residual_blocks_fuse_and_match(c, t, hw, stride, relu_after, s
         # the fused kernel takes the flat depthwise layers (stride 2 on even planes)
         assert "convres" in kinds
         assert ("xdw" in kinds) == (stride == 1 or hw % 2 == 0)
+        assert np.abs(got - ref).max() <= tol * max(1.0, float(np.abs(ref).max()))
+
+
+@settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from([24, 32]), st.integers(1, 40), st.sampled_from([48, 64]), st.booleans(),
+       st.sampled_from([1, 2]), st.integers(0, 2**16))
+def test_depthwise_then_1x1_fuse_and_match(c, o, hw, residual, threads, seed):
+    """3x3 depthwise -> relu6 -> 1x1 [+ input]: one fused band-by-band step (``dwpw``) in fp32
+    plans, the two steps under precision=low; the reference plan's numbers."""
+    from mnnjit_models_fixtures import _Builder
+    b = _Builder(seed)
+    six = (b.init(np.array(0.0, np.float32), "lo"), b.init(np.array(6.0, np.float32), "hi"))
+    bias = lambda n: b.init(b.rng.standard_normal(n).astype(np.float32), "b")  # noqa: E731
+    o = c if residual else o
+    d = b.op("Clip", [b.op("Conv", ["x", b.weight((c, 1, 3, 3)), bias(c)], kernel_shape=[3, 3],
+                           pads=[1, 1, 1, 1], group=c), *six])
+    y = b.op("Conv", [d, b.weight((o, c, 1, 1)), bias(o)], kernel_shape=[1, 1])
+    if residual:
+        y = b.op("Add", ["x", y])
+    y = b.op("Add", [y, b.init(np.array(0.5, np.float32), "c")])
+    b.nodes[-1].output[0] = "y"
+    stem = os.path.join(_DIR, f"dwpw_{c}_{o}_{hw}_{residual}_{seed}")
+    b.save(stem + ".onnx", [b.io("x", [1, c, hw, hw])], [b.io("y", [1, o, hw, hw])])
+    convert(stem + ".onnx", stem + ".mnn")
+    x = np.random.default_rng(seed).standard_normal((1, c, hw, hw)).astype(np.float32)
+    ref, _ = _run(stem + ".mnn", x, 1 << 60)
+    for config, tol, fused in (({}, 1e-4, True), ({"precision": "low"}, 3e-2, False)):
+        prev = set_threshold(0)
+        try:
+            m = MNN.nn.load_module_from_file(
+                stem + ".mnn", ["x"], [],
+                runtime_manager=MNN.nn.create_runtime_manager({**config, "numThread": threads}))
+            got = np.array(m.forward(MNN.expr.const(x, list(x.shape))).read())
+            kinds = [st_[0] for st_ in m._last_plan.steps]
+            ops = [type(st_[1]).__name__ for st_ in m._last_plan.steps]
+        finally:
+            set_threshold(prev)
+        # (with the residual the fused step becomes the add's ``convres`` step)
+        assert ("DepthwisePointwise" in ops) == fused and ("dw" in kinds) != fused
+        assert ("dwpw" in kinds) == (fused and not residual)
+        assert ("convres" in kinds) == residual
         assert np.abs(got - ref).max() <= tol * max(1.0, float(np.abs(ref).max()))
 
 

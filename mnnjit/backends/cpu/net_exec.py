@@ -8,6 +8,9 @@ signature, mode and thread count, and turns every node into a step:
   micro-kernel, bias and relu/relu6 fused; weights packed once as float32 panels, or kept as
   int8/4-bit codes under memory=low; 8-bit classifiers as a GEMV on the codes), depthwise ones ->
   :class:`.depthwise.Depthwise`, 3x3 stride-1 ones -> Winograd when :mod:`.winograd` says so;
+  a 1x1 convolution and the 3x3 depthwise one it alone feeds -> :class:`.expand_dw.ExpandDepthwise`
+  (step ``xdw``), a 3x3 stride-1 depthwise one and the 1x1 it alone feeds ->
+  :class:`.dw_pointwise.DepthwisePointwise` (step ``dwpw``, float32 plans);
 * ``add`` of two same-shape tensors, with a ``relu``/``relu6`` that only it feeds folded in;
   lone activations; max pooling (:mod:`.pool`), average pooling, global average pooling;
 * a float classifier's ``matmul_ex`` (one constant 2-D operand, 1-4 rows on the other) ->
@@ -38,6 +41,7 @@ from . import fp16_kernels as K
 from ._blas import single_threaded_blas
 from .conv_gemm import ConvGemm, PackedWeights, pack_grouped
 from .depthwise import Depthwise
+from .dw_pointwise import DepthwisePointwise, fusable
 from .expand_dw import FUSABLE_PATHS, ExpandDepthwise
 from .fp16 import to_f16, to_f32
 from .launch import bind_launch
@@ -46,6 +50,8 @@ from .pool import max_pool2d
 __all__ = ["NetPlan"]
 
 _ACTS = ("relu", "relu6", "sigmoid", "tanh")
+#: step kinds whose op describes its call as ``launch(*arrays)`` (see :func:`.launch.bind_launch`)
+_LAUNCHED = ("conv", "dw", "xdw", "dwpw", "fc", "convres", "wino")
 
 
 class NetPlan:
@@ -161,6 +167,9 @@ class NetPlan:
                 slot[id(cons[0])] = slot[id(n)]
                 fused = ExpandDepthwise(op, dw, self.threads)
                 return ["xdw", fused, slot[id(ins[0])], fused.out_shape]
+            fused = self._depthwise_pointwise(ins[0], op, slot, consumers, outputs)
+            if fused is not None:
+                return fused
             return ["conv", op, slot[id(ins[0])], op.out_shape]
         if n.op == "add" and len(ins) == 2 and ins[0].shape == ins[1].shape == n.shape and \
                 ins[0].dtype == ins[1].dtype == np.float32:
@@ -232,6 +241,20 @@ class NetPlan:
             x = x.inputs[0]
         return ["fc", op, slot[id(x)], tuple(n.shape)]
 
+    def _depthwise_pointwise(self, x: Node, op: ConvGemm, slot, consumers,
+                             outputs) -> Optional[list]:
+        """The 1x1 convolution ``op`` and the depthwise step producing its input ``x`` (read by
+        nothing else) as one :class:`.dw_pointwise.DepthwisePointwise` step, when it fuses."""
+        if id(x) in outputs or len(consumers.get(id(x), [])) != 1:
+            return None
+        pos = next((t for t, st in enumerate(self.steps)
+                    if st[0] == "dw" and st[-1] == slot[id(x)]), None)
+        if pos is None or not fusable(self.steps[pos][1], op, self.act_dtype, self.threads):
+            return None
+        st = self.steps.pop(pos)
+        fused = DepthwisePointwise(st[1], op, self.threads)
+        return ["dwpw", fused, st[2], fused.out_shape]
+
     def _residual_conv(self, n: Node, ins, slot, consumers, outputs, act: str) -> Optional[list]:
         """The add ``n`` as the epilogue of a GEMM or Winograd convolution that only it consumes (a
         residual connection): that convolution's step moves here and adds the other input (then
@@ -241,13 +264,13 @@ class NetPlan:
             if id(c) in outputs or len(consumers.get(id(c), [])) != 1:
                 continue
             pos = next((t for t, st in enumerate(self.steps)
-                        if st[0] in ("conv", "wino") and st[-1] == slot[id(c)]), None)
+                        if st[0] in ("conv", "wino", "dwpw") and st[-1] == slot[id(c)]), None)
             if pos is None:
                 continue
             op = self.steps[pos][1]
             if op.act or getattr(op, "narrow", False):
                 continue
-            op.act = K._act_code(act) if isinstance(op, ConvGemm) else act
+            op.act = K._act_code(act) if isinstance(op, (ConvGemm, DepthwisePointwise)) else act
             x_slot = self.steps.pop(pos)[2]
             return ["convres", op, x_slot, slot[id(ins[other])], tuple(n.shape)]
         return None
@@ -368,7 +391,7 @@ class NetPlan:
     def _kernel_fn(self, st: list):
         """``f(*input_storage_arrays, out_storage_array)`` running a kernel step."""
         kind = st[0]
-        if kind in ("conv", "dw", "wino", "xdw", "fc"):
+        if kind in ("conv", "dw", "wino", "xdw", "dwpw", "fc"):
             return st[1].run
         if kind == "convres":
             op = st[1]
@@ -400,7 +423,7 @@ class NetPlan:
         if kind == "pool":
             a, o = args
             return K._k_pool, (a, o, *st[1])
-        launch = getattr(st[1], "launch", None) if kind in ("conv", "dw", "xdw", "fc", "convres", "wino") else None
+        launch = getattr(st[1], "launch", None) if kind in _LAUNCHED else None
         if launch is None:
             return None
         if kind == "convres":

@@ -1,0 +1,190 @@
+"""A 3x3 stride-1 depthwise convolution and the 1x1 convolution it alone feeds, as one kernel.
+
+MobileNet blocks without an expansion (MobileNetV2's first block, every block of MobileNetV1)
+filter each channel with a depthwise convolution and mix the channels with a 1x1 one. Run apart,
+the depthwise output (32x112x112 float32 in MobileNetV2: 1.6 MB) is written to L3 and read back
+by the 1x1 convolution, whose 32 input rows are 50 KB apart. Here a task takes a band of output
+rows: the depthwise convolution of every channel over the band goes into a scratch block (rows
+of the band's pixels, each on a 64-byte line, together in L1/L2), and the micro-kernel
+(:mod:`.gemm_tile`) mixes the channels straight from it into the output, with the 1x1 layer's
+bias, activation and residual add in its registers (:func:`.conv_gemm._one_tile`).
+
+The depthwise part is :func:`.depthwise_flat._s1_rows` on a copy of the band's input rows with a
+zero row above and below where the plane ends (3x3, pads 1, stride 1, dilation 1). float32
+storage and float weight panels only; other layers run as two steps.
+
+This module imports numba: import it lazily.
+"""
+from __future__ import annotations
+
+import math
+from typing import Callable, Optional, Tuple
+
+import numpy as np
+from numba import get_num_threads, njit, prange
+
+from .conv_gemm import ConvGemm, _aligned_rows, _one_tile, _pack_tail
+from .depthwise import Depthwise
+from .depthwise_flat import _edge_masks, _s1_rows
+from .fp16 import load
+from .fp16_kernels import _keep_alive
+from .gemm_tile import MR, NR
+
+__all__ = ["DepthwisePointwise", "band_rows", "fusable"]
+
+#: a band's rows: its depthwise output (all channels) about this many bytes, and at least
+#: :data:`MIN_COLS` pixels (every band reads all the 1x1 weights; 1 thread, input in L3,
+#: separate -> fused: 32->16 on 112x112 0.62 -> 0.45 ms with 4-row bands, 0.48 with 2;
+#: 64->128 on 56x56 1.09 -> 0.96 with 4 rows; 256->256 on 28x28 1.47 -> 1.39 with 8, 1.93 with
+#: 1; 512->512 on 14x14 1.85 -> 1.62 with the whole plane, 2.42 with one row)
+BAND_BYTES, MIN_COLS = 64 * 1024, 192
+
+
+def band_rows(C: int, H: int, W: int) -> int:
+    """Rows per band for ``C`` channels of H x W (see :data:`BAND_BYTES`), rounded up to whole
+    16-pixel blocks where the plane has rows enough (no tail block in every band)."""
+    rows = max(BAND_BYTES // (4 * C * W), -(-MIN_COLS // W))
+    step = NR // math.gcd(W, NR)
+    return max(1, min(H, -(-rows // step) * step))
+
+
+def fusable(dw: Depthwise, pw: ConvGemm, storage: np.dtype, threads: int) -> bool:
+    """Whether ``dw`` followed by ``pw`` runs as one :class:`DepthwisePointwise` kernel: a 3x3
+    stride-1 flat depthwise layer, an ungrouped 1x1 layer with float panels, float32 storage,
+    and bands enough for two tasks per thread (else the layers run apart: a whole plane per
+    band gains nothing and leaves threads idle)."""
+    N, C, H, W = dw.in_shape
+    if not (_layers_fit(dw, pw) and np.dtype(storage) == np.float32):
+        return False
+    return N * -(-H // band_rows(C, H, W)) >= 2 * max(1, threads)
+
+
+def _layers_fit(dw: Depthwise, pw: ConvGemm) -> bool:
+    return (dw.path == "flat_s1" and pw.direct and pw.group == 1 and not pw.narrow
+            and pw.w.kind == 0 and tuple(dw.out_shape) == tuple(pw.in_shape))
+
+
+@njit(cache=True)
+def _dwpw_task(x, dw_w, dw_b, dw_act, wp, bias, out, res, has_res, act, R, nchunk, task):
+    """One task of :func:`_k_dw_pw` (image ``task // nchunk``, its chunk of row bands), serial."""
+    N, C, H, W = x.shape
+    O = out.shape[1]
+    P = H * W
+    n = task // nchunk
+    ch = task % nchunk
+    nband = (H + R - 1) // R
+    b0 = ch * nband // nchunk
+    b1 = (ch + 1) * nband // nchunk
+    if b1 <= b0:
+        return
+    planes = x.reshape(N * C, P)
+    out3 = out.reshape(N, O, P)
+    res3 = res.reshape(N, O, P)
+    npg = (O + MR - 1) // MR
+    reg_act = act if act <= 2 and not has_res else 0
+    ldb = (R * W + NR - 1) // NR * NR
+    mid = _aligned_rows(C, ldb, np.float32)
+    # the band's input rows r0-1 .. r1 (zeros outside the plane), one guard value either side
+    buf = np.zeros((R + 2) * W + 2, np.float32)
+    ml = np.empty(R * W, np.float32)
+    mr = np.empty(R * W, np.float32)
+    _edge_masks(ml, mr, R * W, W)
+    acc = np.empty(R * W, np.float32)
+    btile = np.empty((C, NR), np.float32)
+    ctile = np.empty(MR * NR, np.float32)
+    bblk = np.empty((1, NR), np.float32)
+    for band in range(b0, b1):
+        r0 = band * R
+        nr = min(H, r0 + R) - r0
+        ncol = nr * W
+        for c in range(C):
+            plane = planes[n * C + c]
+            for rr in range(nr + 2):
+                y = r0 - 1 + rr
+                seg = buf[1 + rr * W:1 + (rr + 1) * W]
+                if 0 <= y < H:
+                    src = plane[y * W:(y + 1) * W]
+                    for j in range(W):
+                        seg[j] = load(src, j)
+                else:
+                    for j in range(W):
+                        seg[j] = np.float32(0.0)
+            _s1_rows(buf, ncol, W, ml, mr, acc, dw_w[c], dw_b[c], mid[c], dw_act)
+        nfull = ncol // NR
+        tail = ncol - nfull * NR
+        if tail:
+            _pack_tail(btile, mid, nfull * NR, C, tail)
+        for jb in range(nfull + (1 if tail else 0)):
+            for q in range(npg):
+                _one_tile(out3, wp, q, 0, jb, nfull, tail, mid.ctypes.data, ldb, btile, ctile,
+                          bias, n, 0, O, npg, C, P, O, r0 * W, reg_act, act, res3, has_res,
+                          bblk, False)
+    _keep_alive(mid, btile)
+    _keep_alive(ctile, bblk)
+
+
+@njit(parallel=True, cache=True)
+def _k_dw_pw(x, dw_w, dw_b, dw_act, wp, bias, out, res, has_res, act, R, nchunk):
+    """out = act(1x1 conv(depthwise 3x3 s1 p1(x)) [+ res]) for float32 ``x`` [N, C, H, W] and
+    ``out`` [N, O, H, W]; ``wp`` the 1x1 layer's packed panels and padded bias as in
+    :func:`.conv_gemm._k_conv_gemm`. Tasks: (image, chunk of bands of ``R`` rows)."""
+    for task in prange(x.shape[0] * nchunk):
+        _dwpw_task(x, dw_w, dw_b, dw_act, wp, bias, out, res, has_res, act, R, nchunk, task)
+
+
+class DepthwisePointwise:
+    """A prepared :class:`.depthwise.Depthwise` (3x3, stride 1, pads 1) and the 1x1
+    :class:`.conv_gemm.ConvGemm` it feeds, as one kernel; ``run(x, out, res=None)``. The 1x1
+    layer's activation is read at launch (a residual fold may set it after construction).
+    Whether fusing pays: :func:`fusable`."""
+
+    def __init__(self, dw: Depthwise, pw: ConvGemm, threads: Optional[int] = None,
+                 rows: Optional[int] = None) -> None:
+        threads = threads or get_num_threads()
+        if not _layers_fit(dw, pw):
+            raise ValueError("depthwise+1x1: needs a 3x3 stride-1 pads-1 depthwise layer feeding "
+                             "an ungrouped unpadded 1x1 layer with float weights of its shape")
+        self.dw, self.pw = dw, pw
+        self.in_shape, self.out_shape = dw.in_shape, pw.out_shape
+        N, C, H, W = dw.in_shape
+        #: output rows per band (:func:`band_rows` unless given)
+        self.rows = band_rows(C, H, W) if rows is None else max(1, min(H, int(rows)))
+        nband = -(-H // self.rows)
+        self.nchunk = max(1, min(nband, threads if N < threads else 1))
+
+    @property
+    def act(self) -> int:
+        """The 1x1 layer's activation code (shared with the wrapped :class:`ConvGemm`)."""
+        return self.pw.act
+
+    @act.setter
+    def act(self, code: int) -> None:
+        self.pw.act = code
+
+    @property
+    def narrow(self) -> bool:
+        """Never the narrow quantized path (for the residual fold's check)."""
+        return False
+
+    def run(self, x: np.ndarray, out: np.ndarray, res: Optional[np.ndarray] = None) -> np.ndarray:
+        """Compute into ``out`` (float32 arrays); ``res`` (like ``out``) is added before the 1x1
+        layer's activation."""
+        kernel, args = self.launch(x, out, res)
+        kernel(*args)
+        return out
+
+    def launch(self, x: np.ndarray, out: np.ndarray,
+               res: Optional[np.ndarray] = None) -> Tuple[Callable, tuple]:
+        """The kernel and arguments of :meth:`run` on these arrays (see
+        :func:`.launch.bind_launch`)."""
+        for name, a, shape in (("input", x, self.in_shape), ("output", out, self.out_shape),
+                               ("residual", res, self.out_shape)):
+            if a is None:
+                continue
+            if a.dtype != np.float32 or not a.flags.c_contiguous or tuple(a.shape) != shape:
+                raise ValueError(f"depthwise+1x1: the {name} must be a C-contiguous float32 "
+                                 f"array of shape {list(shape)}, got {a.dtype} {list(a.shape)}")
+        pw, dw = self.pw, self.dw
+        return _k_dw_pw, (x, dw.w, dw.bias, dw.args[8], pw.w.panels, pw.bias, out,
+                          out if res is None else res, res is not None, pw.act, self.rows,
+                          self.nchunk)

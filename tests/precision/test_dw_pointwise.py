@@ -1,0 +1,97 @@
+"""The fused depthwise 3x3 -> 1x1 kernel (backends/cpu/dw_pointwise) against the two kernels run
+apart and a float64 reference: band splits with partial last bands, pixel tails, channel counts
+that are not whole panels, activations of both layers, the residual epilogue, and the layers it
+refuses."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from precision_refs import act_ref, conv_ref
+
+K = pytest.importorskip("mnnjit.backends.cpu.conv_gemm")
+from mnnjit.backends.cpu.depthwise import Depthwise  # noqa: E402
+from mnnjit.backends.cpu.dw_pointwise import DepthwisePointwise, band_rows, fusable  # noqa: E402
+from mnnjit.backends.cpu.quant import QuantRows  # noqa: E402
+
+ACTS = ["", "relu", "relu6", "sigmoid"]
+
+
+def _layers(n, c, o, h, w, act1, act2, seed, threads=1, stride=1):
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((n, c, h, w)).astype(np.float32)
+    w1 = rng.standard_normal((c, 1, 3, 3)).astype(np.float32)
+    b1 = rng.standard_normal(c).astype(np.float32)
+    w2 = (rng.standard_normal((o, c)) / np.sqrt(c)).astype(np.float32)
+    b2 = rng.standard_normal(o).astype(np.float32)
+    d = Depthwise(w1.reshape(c, 9), b1, x.shape, (3, 3), (stride, stride), (1, 1, 1, 1), (1, 1), act1,
+                  threads)
+    p = K.ConvGemm(K.PackedWeights.from_dense(w2), b2, d.out_shape, (1, 1), act=act2, threads=threads)
+    return x, (w1, b1, w2, b2), d, p
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(1, 2), st.integers(1, 40), st.integers(1, 30), st.integers(1, 30), st.integers(1, 70),
+       st.sampled_from(ACTS), st.sampled_from(ACTS), st.booleans(), st.sampled_from([1, 2]),
+       st.sampled_from([None, 1, 2, 3, 5]), st.integers(0, 2**31))
+def test_fused_matches_apart_and_reference(n, c, o, h, w, act1, act2, residual, threads, rows, seed):
+    x, (w1, b1, w2, b2), d, p = _layers(n, c, o, h, w, act1, act2, seed, threads)
+    if not fusable(d, p, np.float32, threads):
+        # too few bands for two tasks per thread: run apart in plans (the kernel still works)
+        assert n * -(-h // band_rows(c, h, w)) < 2 * threads
+    f = DepthwisePointwise(d, p, threads, rows)
+    res = np.random.default_rng(seed + 1).standard_normal(p.out_shape).astype(np.float32) if residual else None
+    mid, apart, fused = np.empty(d.out_shape, np.float32), np.empty(p.out_shape, np.float32), \
+        np.full(p.out_shape, np.nan, np.float32)
+    d.run(x, mid)
+    p.run(mid, apart, res)
+    f.run(x, fused, res)
+    # the same sums up to their order (tails of bands and of planes take other kernels)
+    assert np.abs(apart - fused).max() <= 1e-5 * max(1.0, float(np.abs(apart).max()))
+    dw = act_ref(conv_ref(x, w1, b1, (1, 1), (1, 1, 1, 1), (1, 1), c), act1)
+    y = conv_ref(dw, w2.reshape(o, c, 1, 1), b2, (1, 1), (0,) * 4, (1, 1), 1)
+    ref = act_ref(y if res is None else y + res, act2)
+    assert np.abs(fused - ref).max() <= 1e-4 * max(1.0, float(np.abs(ref).max()))
+
+
+@pytest.mark.parametrize("c,o,hw,threads", [(32, 16, 112, 1), (32, 16, 112, 2), (64, 128, 56, 2),
+                                            (256, 96, 28, 1)])
+def test_mobilenet_shapes(c, o, hw, threads):
+    """MobileNet-sized layers (several bands per task, whole 16-column blocks per band)."""
+    x, _, d, p = _layers(1, c, o, hw, hw, "relu6", "", 7, threads)
+    f = DepthwisePointwise(d, p, threads)
+    assert f.rows * hw % K.NR == 0 and -(-hw // f.rows) >= 2 * threads
+    mid, apart, fused = np.empty(d.out_shape, np.float32), np.empty(p.out_shape, np.float32), \
+        np.empty(p.out_shape, np.float32)
+    d.run(x, mid)
+    p.run(mid, apart)
+    f.run(x, fused)
+    assert np.abs(apart - fused).max() <= 1e-5 * max(1.0, float(np.abs(apart).max()))
+
+
+def test_refused_layers_and_arrays():
+    """Stride-2 depthwise layers, float16 storage, quantized 1x1 weights and single-band planes
+    run apart; arrays of the wrong shape or dtype raise instead of being read out of bounds."""
+    _, _, d, p = _layers(1, 8, 8, 40, 120, "", "", 1)
+    assert fusable(d, p, np.float32, 1)
+    assert not fusable(d, p, np.float16, 1)
+    codes = np.ones((8, 8), np.int8)
+    scale = np.full((8, 1), 0.1, np.float32)
+    q = K.PackedWeights.from_quant_rows(QuantRows(codes, scale, np.zeros_like(scale), (8, 8), 8, 8))
+    assert not fusable(d, K.ConvGemm(q, None, d.out_shape, (1, 1)), np.float32, 1)
+    _, _, d2, p2 = _layers(1, 8, 8, 40, 120, "", "", 1, stride=2)
+    assert not fusable(d2, p2, np.float32, 1)
+    _, _, d3, p3 = _layers(1, 8, 8, 3, 3, "", "", 1)
+    assert not fusable(d3, p3, np.float32, 2)
+    with pytest.raises(ValueError, match="depthwise\\+1x1"):
+        DepthwisePointwise(d2, p2)
+    f = DepthwisePointwise(d, p, 1)
+    with pytest.raises(ValueError, match="the output must be a C-contiguous float32 array of shape"):
+        f.run(np.zeros(d.in_shape, np.float32), np.zeros((1, 8, 40, 119), np.float32))
+    with pytest.raises(ValueError, match="the input must be"):
+        f.run(np.zeros(d.in_shape, np.float64), np.zeros(p.out_shape, np.float32))
+    with pytest.raises(ValueError, match="the residual must be"):
+        f.run(np.zeros(d.in_shape, np.float32), np.zeros(p.out_shape, np.float32),
+              np.zeros(p.out_shape, np.float32)[:, :, ::-1])
