@@ -388,6 +388,32 @@ def test_expand_depthwise_plane_bodies(c, o, h, w, s, half):
     _fused_matches_apart(c, o, h, w, s, half, "relu6")
 
 
+@pytest.mark.parametrize("c,o,h,w", [(3, 7, 14, 14), (4, 9, 28, 30), (5, 13, 16, 50), (96, 20, 14, 14),
+                                     (2, 3, 12, 34)])
+@pytest.mark.parametrize("act1", ["relu6", "sigmoid"])
+def test_expand_depthwise_stride2_on_quartered_input(c, o, h, w, act1):
+    """Stride 2 on float32: the input is split into quarter planes before the expansion (tails
+    of 1-15 values per quarter, activations applied per quarter, not on the zero borders): the
+    numbers of the two kernels run apart and of the per-plane split."""
+    from mnnjit.backends.cpu.expand_dw import ExpandDepthwise
+    rng = np.random.default_rng(c * h + w)
+    x = rng.standard_normal((2, c, h, w)).astype(np.float32)
+    e = K.ConvGemm(K.PackedWeights.from_dense((rng.standard_normal((o, c)) / np.sqrt(c)).astype(np.float32)),
+                   rng.standard_normal(o).astype(np.float32), x.shape, (1, 1), act=act1)
+    d = Depthwise(rng.standard_normal((o, 9)).astype(np.float32), rng.standard_normal(o).astype(np.float32),
+                  e.out_shape, (3, 3), (2, 2), (1, 1, 1, 1), (1, 1), "relu")
+    f = ExpandDepthwise(e, d, threads=2)
+    assert f.quarters
+    mid, apart = np.empty(e.out_shape, np.float32), np.empty(d.out_shape, np.float32)
+    e.run(x, mid)
+    d.run(mid, apart)
+    for quarters in (True, False):
+        f.quarters = quarters
+        fused = np.full(d.out_shape, np.nan, np.float32)
+        f.run(x, fused)
+        assert np.abs(apart - fused).max() <= 1e-5 * max(1.0, float(np.abs(apart).max()))
+
+
 @pytest.mark.parametrize("c,o,hw,s", [(160, 30, 7, 1), (128, 20, 8, 2), (144, 13, 5, 1)])
 @pytest.mark.parametrize("half", [False, True])
 def test_expand_depthwise_packed_input_blocks(c, o, hw, s, half):

@@ -20,13 +20,16 @@ from __future__ import annotations
 from typing import Callable, Optional, Tuple
 
 import numpy as np
-from numba import get_num_threads, njit, prange
+from numba import get_num_threads, njit, prange, types
+from numba.extending import overload
 
-from .conv_gemm import ConvGemm, _copy_block, _deq_panels, _finish_act, _pack_tail, _tail_block, _tile
+from .conv_gemm import (ConvGemm, _aligned_rows, _copy_block, _deq_panels, _finish_act, _pack_tail,
+                        _tail_block, _tile)
 from .depthwise import Depthwise
-from .depthwise_flat import (_S2_HALVES_MAX_W, _dw3_plane_s1, _dw3_plane_s1_banded,
-                             _dw3_plane_s2, _dw3_plane_s2_banded, _flat_s1_scratch,
-                             _flat_s2_scratch)
+from .depthwise_flat import (_BAND, _S2_HALVES_MAX_W, _S2_SLACK, _dw3_plane_s1,
+                             _dw3_plane_s1_banded, _dw3_plane_s2, _dw3_plane_s2_banded,
+                             _edge_masks, _flat_s1_scratch, _flat_s2_scratch, _s2_rows,
+                             _split_row_f32)
 from .fp16_kernels import _keep_alive
 from .gemm_tile import MR, NR
 from .intrinsics import borrow
@@ -39,6 +42,9 @@ FUSABLE_PATHS = ("flat_s1", "flat_s2")
 
 #: when the expansion's input blocks are copied to contiguous rows (see ``ExpandDepthwise.packed``)
 PACK_MIN_K, PACK_MAX_BYTES = 128, 64 * 1024
+#: stride-2 layers on planes of at least this many pixels split the input into quarter planes
+#: (see ``ExpandDepthwise.quarters``)
+QUARTERS_MIN_PIXELS = 196
 
 
 @njit(inline="always")
@@ -73,6 +79,69 @@ def _expand_panel(x, n, wp, q, q0, K, P, bias, reg_act, act, mid, btile, ctile, 
     if act > 2:
         flat = mid.reshape(-1)
         _finish_act(flat, MR * P, act)
+
+
+def _split_raw(src, s0, dst, d0, d1, n):  # pragma: no cover - replaced by the overload in Numba
+    """``dst[d0 + j] = src[s0 + 2j]``, ``dst[d1 + j] = src[s0 + 2j + 1]`` for j < n, same storage
+    type (float32: vector deinterleaving, up to 7 values written past each run)."""
+    raise NotImplementedError("_split_raw() is only callable inside Numba-compiled code")
+
+
+@overload(_split_raw, inline="always")
+def _split_raw_ol(src, s0, dst, d0, d1, n):
+    if src.dtype == types.float32:
+        return lambda src, s0, dst, d0, d1, n: _split_row_f32(src, s0, dst, d0, d1, n)
+
+    def copy(src, s0, dst, d0, d1, n):
+        for j in range(n):
+            dst[d0 + j] = src[s0 + 2 * j]
+            dst[d1 + j] = src[s0 + 2 * j + 1]
+    return copy
+
+
+@njit(inline="always")
+def _quarter_plane(src, H, W, Qs, dst):
+    """``dst[q*Qs + a*OW + b]`` = pixel (2a + ry, 2b + rx) of the flat H x W plane ``src``,
+    q = 2*ry + rx: its four quarter planes (even/odd rows x even/odd columns), each starting on
+    a 16-value block; the expansion, a per-pixel map, then yields its output planes split the
+    same way, as the stride-2 stencil reads them."""
+    OW = W // 2
+    for ry in range(2):
+        for a in range(H // 2):
+            _split_raw(src, (2 * a + ry) * W, dst, 2 * ry * Qs + a * OW,
+                       (2 * ry + 1) * Qs + a * OW, OW)
+
+
+@njit(inline="always")
+def _expand_panel_quarters(like, wp, q, q0, K, Q, Qs, L, front, bias, reg_act, act, mid, btq,
+                           ctile, xq):
+    """mid[r] (r < MR) = act(row ``q*MR + r`` of the 1x1 convolution) on the quartered input
+    ``xq`` (:func:`_quarter_input`): quarter plane ``u`` of each row at ``u*L + front`` (the
+    layout of :func:`.depthwise_flat._s2_rows`: E = quarters 0-1, O = quarters 2-3, zeros in
+    front); the tails of the quarters (packed in ``btq[u]``) through ``ctile``."""
+    ap = wp[(q - q0) * K * MR:(q - q0 + 1) * K * MR]
+    biasp = bias.ctypes.data + 4 * q * MR
+    isz = like.itemsize
+    nfull = Q // NR
+    tail = Q - nfull * NR
+    ldb = xq.shape[1]
+    ldc = mid.shape[1]
+    for u in range(4):
+        bq = xq.ctypes.data + isz * u * Qs
+        cq = mid.ctypes.data + isz * (u * L + front)
+        for jb in range(nfull):
+            _tile(ap, like, bq + isz * jb * NR, ldb, cq + isz * jb * NR, ldc, K, biasp, reg_act,
+                  0, 0)
+        if tail:
+            _tail_block(ap, like, btq[u].ctypes.data, NR, ctile, K, biasp, reg_act, tail, True)
+            for r in range(MR):
+                dst = mid[r, u * L + front + nfull * NR:u * L + front + Q]
+                src = ctile[r * NR:r * NR + tail]
+                for j in range(tail):
+                    dst[j] = src[j]
+        if act > 2:
+            for r in range(MR):
+                _finish_act(mid[r, u * L + front:u * L + front + Q], Q, act)
 
 
 # The depthwise part of a panel as out-of-line calls, one function per plane body: inlined into
@@ -111,6 +180,22 @@ def _dw_planes_s2_wide(mid, rows, E, O, ml, acc, dw_w, dw_b, c0, out2, o0, W, ac
     for r in range(rows):
         c = c0 + r
         _dw3_plane_s2_banded(mid[r], E, O, ml, acc, dw_w[c], dw_b[c], out2[o0 + c], W, act)
+
+
+@njit(cache=True)
+def _dw_planes_s2_quarters(mid, rows, L, ml, acc, dw_w, dw_b, c0, out2, o0, OH, OW, act):
+    """out2[o0 + c0 + r] = the stride-2 depthwise convolution of row ``r`` of ``mid``, already
+    split into quarter planes (:func:`_expand_panel_quarters`), band by band of ``ml.shape[0]``
+    outputs."""
+    n = OH * OW
+    rb = ml.shape[0]
+    for r in range(rows):
+        c = c0 + r
+        E = mid[r, 0:2 * L]
+        O = mid[r, 2 * L:4 * L]
+        for k0 in range(0, n, rb):
+            _s2_rows(E, O, k0, min(rb, n - k0), OH, OW, ml, acc, dw_w[c], dw_b[c], out2[o0 + c],
+                     act)
 
 
 @njit(cache=True)
@@ -181,16 +266,88 @@ def _xdw_task(x, w, kind, codes8, codes4, scale, offset, bs, bias, act1,
     _keep_alive(t3, t3)
 
 
+@njit(cache=True)
+def _xdw_task_quarters(x, xq_all, w, kind, codes8, codes4, scale, offset, bs, bias, act1, dw_w,
+                       dw_b, out, act2, nchunk, task):
+    """:func:`_xdw_task` for a stride-2 depthwise layer on float32 storage: the input comes
+    split into its quarter planes (``xq_all`` [N*K, 4*Qs], :func:`_quarter_plane`), so every
+    expanded panel comes out split as the stride-2 stencil reads it and no expanded plane is
+    split (the split pass of :func:`.depthwise_flat._dw3_plane_s2` / ``_s2_split``)."""
+    N, K, H, W = x.shape
+    O, OH, OW = out.shape[1], out.shape[2], out.shape[3]
+    npanel = (O + MR - 1) // MR
+    reg_act = act1 if act1 <= 2 else 0
+    out2 = out.reshape(N * O, OH * OW)
+    n = task // nchunk
+    ch = task % nchunk
+    q0 = ch * npanel // nchunk
+    q1 = (ch + 1) * npanel // nchunk
+    if q1 <= q0:
+        return
+    if kind == 0:
+        wq = w[q0 * K * MR:q1 * K * MR]
+    else:
+        wq = np.empty((q1 - q0) * K * MR, w.dtype)
+        _deq_panels(kind, codes8, codes4, scale, offset, bs, 0, O, q0, q1, K, wq)
+    wp = borrow(wq)
+    Q = OH * OW
+    Qs = xq_all.shape[1] // 4
+    xq_a = xq_all[n * K:(n + 1) * K]
+    xq = borrow(xq_a)
+    nfull = Q // NR
+    tail = Q - nfull * NR
+    btq_a = np.empty((4, K, NR), x.dtype)
+    btq = borrow(btq_a)
+    if tail:
+        for u in range(4):
+            _pack_tail(btq[u], xq, u * Qs + nfull * NR, K, tail)
+    # the expanded panel: per row E = quarters 0-1, O = quarters 2-3, each OW + 1 zeros first
+    front = OW + 1
+    L = front + Q + _S2_SLACK
+    mid_a = np.zeros((MR, 4 * L), x.dtype)
+    mid = borrow(mid_a)
+    ctile_a = np.empty(MR * NR, x.dtype)
+    ctile = borrow(ctile_a)
+    rb = max(1, min(OH, _BAND // OW)) * OW
+    ml_a = np.empty(rb, np.float32)
+    mr_a = np.empty(rb, np.float32)
+    _edge_masks(ml_a, mr_a, rb, OW)
+    acc_a = np.empty(rb, np.float32)
+    for q in range(q0, q1):
+        _expand_panel_quarters(x, wp, q, q0, K, Q, Qs, L, front, bias, reg_act, act1, mid, btq,
+                               ctile, xq)
+        rows = min(MR, O - q * MR)
+        _dw_planes_s2_quarters(mid, rows, L, ml_a, acc_a, dw_w, dw_b, q * MR, out2, n * O, OH,
+                               OW, act2)
+    _keep_alive(xq_all, wq)
+    _keep_alive(btq_a, mid_a)
+    _keep_alive(ctile_a, mr_a)
+
+
 @njit(parallel=True, cache=True)
 def _k_expand_dw(x, w, kind, codes8, codes4, scale, offset, bs, bias, act1,
-                 dw_w, dw_b, out, act2, s2, nchunk, packed):
+                 dw_w, dw_b, out, act2, s2, nchunk, packed, quarters):
     """out = depthwise(act1(1x1 conv(x))) for x [N, K, H, W] and out [N, O, OH, OW] storage
     arrays; the 1x1 weights as in :func:`.conv_gemm._k_conv_gemm` (bias padded to whole panels),
     ``dw_w`` [O, 9] float32; the depthwise convolution is 3x3, pads 1, stride 2 if ``s2`` else 1.
     Tasks: (image, chunk of panels), each :func:`_xdw_task`."""
-    for task in prange(x.shape[0] * nchunk):
-        _xdw_task(x, w, kind, codes8, codes4, scale, offset, bs, bias, act1, dw_w, dw_b, out,
-                  act2, s2, nchunk, task, packed)
+    N, K, H, W = x.shape
+    if quarters:
+        # the input's quarter planes, once for all tasks: each quarter on whole 16-value
+        # blocks, 16 values apart (the vector split writes up to 7 values past a run)
+        Q = (H // 2) * (W // 2)
+        Qs = (Q + NR - 1) // NR * NR + NR
+        xq = _aligned_rows(N * K, 4 * Qs, x.dtype)
+        planes = x.reshape(N * K, H * W)
+        for p in prange(N * K):
+            _quarter_plane(planes[p], H, W, Qs, xq[p])
+        for task in prange(N * nchunk):
+            _xdw_task_quarters(x, xq, w, kind, codes8, codes4, scale, offset, bs, bias, act1,
+                               dw_w, dw_b, out, act2, nchunk, task)
+    else:
+        for task in prange(N * nchunk):
+            _xdw_task(x, w, kind, codes8, codes4, scale, offset, bs, bias, act1, dw_w, dw_b, out,
+                      act2, s2, nchunk, task, packed)
 
 
 class ExpandDepthwise:
@@ -218,6 +375,12 @@ class ExpandDepthwise:
         # 0.184 -> 0.166-0.171 ms standalone; 14x14 planes with K = 64-96: no gain)
         N, K, H, W = expand.in_shape
         self.packed = bool(K >= PACK_MIN_K and (H * W // NR) * K * NR * 4 <= PACK_MAX_BYTES)
+        #: stride 2 on float32 storage: the input split into quarter planes first, then no
+        #: expanded plane is split (:func:`_xdw_task_quarters`; standalone, against splitting
+        #: each expanded plane, 1 / 2 threads: 24->144 on 56x56 0.457 -> 0.397 / 0.333 ->
+        #: 0.294 ms, 32->192 on 28x28 0.178 -> 0.166 / 0.133 -> 0.134, 96->576 on 14x14
+        #: 0.329 -> 0.310 / 0.263 -> 0.232; planes under 14x14: a few us slower)
+        self.quarters = bool(self.s2 and H * W >= QUARTERS_MIN_PIXELS)
 
     def run(self, x: np.ndarray, out: np.ndarray) -> np.ndarray:
         """Compute into ``out`` (storage array, same storage as ``x``)."""
@@ -231,4 +394,5 @@ class ExpandDepthwise:
         e, wt = self.expand, self.expand.w
         return _k_expand_dw, (x, wt.panels, wt.kind, wt.codes8, wt.codes4, wt.scale, wt.offset,
                               wt.block, e.bias, e.act, self.dw.w, self.dw.bias, out,
-                              self.dw.args[8], self.s2, self.nchunk, self.packed)
+                              self.dw.args[8], self.s2, self.nchunk, self.packed,
+                              self.quarters and x.dtype == np.float32)
