@@ -62,6 +62,10 @@ def test_outputs_survive_later_forwards(shared_dir):
     assert np.array_equal(np.asarray(a.read()), keep)
     assert np.abs(np.asarray(b.read()).reshape(-1) - data["out1_logits"].reshape(-1)).max() <= 1e-4
     plan = m._last_plan
+    # the small output lives in the pool (its step a bound launch) and is copied out; the
+    # output's reshape is no step of its own
+    assert plan.steps[-1][0] == "fc" and plan.buffers.get(plan.steps[-1][-1]) is not None
+    assert np.asarray(a.read()).shape == (1, 1000)
     # one pool of raw buffers of any shape: the chain with residual connections needs 3 live ones
     assert plan.n_buffers <= 4 < len(plan.steps)
     assert plan.activation_nbytes <= 4 * max(b.nbytes for b in plan.buffers.values() if b is not None)

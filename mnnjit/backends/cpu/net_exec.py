@@ -21,8 +21,9 @@ signature, mode and thread count, and turns every node into a step:
 Buffers: every kernel output is assigned, at build, a buffer from a pool (reused once every value
 living in it, views made by reference steps included, is dead; the most recently freed one that is
 large enough, so a step writes into lines still in cache; a Winograd step's workspace is a
-pooled buffer too, one still in cache); buffers the outputs may alias
-are fresh per forward, so results a caller keeps are never overwritten. Activations are float32,
+pooled buffer too, one still in cache); buffers large outputs may alias are fresh per
+forward, small outputs (:data:`COPIED_OUTPUT_BYTES`) are copied out of the pool, so results a
+caller keeps are never overwritten. Activations are float32,
 or float16 storage under precision=low (converted at reference steps and at the outputs).
 
 This module imports numba: import it lazily.
@@ -50,6 +51,8 @@ from .pool import max_pool2d
 __all__ = ["NetPlan"]
 
 _ACTS = ("relu", "relu6", "sigmoid", "tanh")
+#: outputs up to this size live in pooled buffers and are copied out at the end of a forward
+COPIED_OUTPUT_BYTES = 256 * 1024
 #: step kinds whose op describes its call as ``launch(*arrays)`` (see :func:`.launch.bind_launch`)
 _LAUNCHED = ("conv", "dw", "xdw", "dwpw", "fc", "convres", "wino")
 
@@ -94,6 +97,7 @@ class NetPlan:
             steps.append(step)
         self.out_slots = [slot[id(o)] for o in plan.outputs]
         self.out_shapes = [tuple(o.shape) for o in plan.outputs]
+        self._drop_output_reshapes(consumers, outputs)
         self.steps = steps
         self._plan_buffers()
         #: slot -> storage view of the pooled buffer a kernel step writes it into
@@ -102,6 +106,24 @@ class NetPlan:
         self._calls = [self._bind(st) for st in steps]
 
     # ------------------------------------------------------------------ building
+    def _drop_output_reshapes(self, consumers, outputs) -> None:
+        """An output made by a ``reshape`` reference step of a float32 kernel step's value that
+        nothing else reads: the output slot becomes that value's (``run`` gives it the output's
+        shape) and the step goes. (Right after a classifier has streamed its weights through
+        the caches, the Python of one more step measured ~50 us.)"""
+        for j, s in enumerate(self.out_slots):
+            pos = next((t for t, st in enumerate(self.steps) if st[-1] == s), None)
+            if pos is None or self.steps[pos][0] != "ref" or self.order[s].op != "reshape":
+                continue
+            src = self.order[s].inputs[0]
+            k = self.steps[pos][3][0]
+            if id(src) in outputs or len(consumers.get(id(src), [])) != 1 or \
+                    src.dtype != np.float32 or \
+                    not any(st[0] != "ref" and st[-1] == k for st in self.steps):
+                continue
+            self.steps.pop(pos)
+            self.out_slots[j] = k
+
     def _weights(self, w: Any, shape: Tuple[int, ...], group: int) -> PackedWeights:
         O, cg, kh, kw = shape
         if not isinstance(w, np.ndarray) and w.quantized and self.keep_quantized and group == 1:
@@ -297,7 +319,16 @@ class NetPlan:
         for s in range(n_slots):
             for o in owners[s]:
                 buf_last[o] = max(buf_last.get(o, -1), last_use[s])
-        fresh = set().union(*(owners[s] for s in self.out_slots)) if self.out_slots else set()
+        # outputs: a kernel step writing a large one gets a fresh buffer per forward; small ones
+        # live in the pool like any value and are copied out (``run``), so their steps stay
+        # bound launches (a fresh array per forward costs a classifier step ~10-20 us of
+        # Python and dispatch)
+        out_bytes = {st[-1]: int(np.prod(st[-2])) * self.act_dtype.itemsize
+                     for st in self.steps if st[0] != "ref"}
+        fresh = {o for s in self.out_slots for o in owners[s]
+                 if out_bytes.get(o, 0) > COPIED_OUTPUT_BYTES}
+        #: output slots read out of pooled buffers: copied by ``run``
+        self._copied_outs = {s for s in self.out_slots if owners[s] - fresh}
         # free raw buffers, most recently released last: a step writes into the buffer freed
         # last that is large enough - usually its own input's predecessor, read a step ago and
         # still in cache (a pool keyed by shape handed out buffers idle for a whole forward:
@@ -483,7 +514,10 @@ class NetPlan:
                 call(vals)
         outs = []
         for s, shape in zip(self.out_slots, self.out_shapes):
-            v = _f32(vals[s])
+            raw = vals[s]
+            v = _f32(raw)
+            if v is raw and s in self._copied_outs:
+                v = v.copy()        # it lives in a pooled buffer the next forward reuses
             outs.append(v.reshape(shape) if v.shape != shape else v)
         return outs
 
