@@ -32,6 +32,30 @@ def _run(path, x, threshold, config=None):
         set_threshold(prev)
 
 
+def _save_with_reference(b, y, name, in_shape, out_shape, seed):
+    """Finish the model of builder ``b`` as output ``y`` = ``y`` + 0.5, save and convert it; return
+    (.mnn path, a random input, the reference plan's output)."""
+    b.op("Add", [y, b.init(np.array(0.5, np.float32), "c")])
+    b.nodes[-1].output[0] = "y"
+    stem = os.path.join(_DIR, name)
+    b.save(stem + ".onnx", [b.io("x", list(in_shape))], [b.io("y", list(out_shape))])
+    convert(stem + ".onnx", stem + ".mnn")
+    x = np.random.default_rng(seed).standard_normal(in_shape).astype(np.float32)
+    ref, _ = _run(stem + ".mnn", x, 1 << 60)
+    return stem + ".mnn", x, ref
+
+
+def _kernel_plan_run(path, x, config):
+    """(output, plan steps) of the model at ``path`` on ``x`` with the kernel-step plan."""
+    prev = set_threshold(0)
+    try:
+        m = MNN.nn.load_module_from_file(path, ["x"], [],
+                                         runtime_manager=MNN.nn.create_runtime_manager(config))
+        return np.array(m.forward(MNN.expr.const(x, list(x.shape))).read()), m._last_plan.steps
+    finally:
+        set_threshold(prev)
+
+
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(cnn_specs())
 def test_random_cnns_match_the_reference_plan(spec):
@@ -122,22 +146,11 @@ def test_inverted_residual_blocks_fuse_and_match(c, t, hw, stride, relu_after, s
     y = b.op("Add", [skip, p])
     if relu_after:
         y = b.op("Relu", [y])
-    y = b.op("Add", [y, b.init(np.array(0.5, np.float32), "c")])
-    b.nodes[-1].output[0] = "y"
-    stem = os.path.join(_DIR, f"irb_{c}_{t}_{hw}_{stride}_{relu_after}_{seed}")
-    b.save(stem + ".onnx", [b.io("x", [1, c, hw, hw])], [b.io("y", [1, c, oh, oh])])
-    convert(stem + ".onnx", stem + ".mnn")
-    x = np.random.default_rng(seed).standard_normal((1, c, hw, hw)).astype(np.float32)
-    ref, _ = _run(stem + ".mnn", x, 1 << 60)
+    path, x, ref = _save_with_reference(b, y, f"irb_{c}_{t}_{hw}_{stride}_{relu_after}_{seed}",
+                                        (1, c, hw, hw), (1, c, oh, oh), seed)
     for config, tol in (({}, 1e-4), ({"precision": "low"}, 3e-2)):
-        prev = set_threshold(0)
-        try:
-            m = MNN.nn.load_module_from_file(stem + ".mnn", ["x"], [],
-                                             runtime_manager=MNN.nn.create_runtime_manager(config))
-            got = np.array(m.forward(MNN.expr.const(x, list(x.shape))).read())
-            kinds = {st_[0] for st_ in m._last_plan.steps}
-        finally:
-            set_threshold(prev)
+        got, steps = _kernel_plan_run(path, x, config)
+        kinds = {st_[0] for st_ in steps}
         # the fused kernel takes the flat depthwise layers (stride 2 on even planes)
         assert "convres" in kinds
         assert ("xdw" in kinds) == (stride == 1 or hw % 2 == 0)
@@ -160,24 +173,12 @@ def test_depthwise_then_1x1_fuse_and_match(c, o, hw, residual, threads, seed):
     y = b.op("Conv", [d, b.weight((o, c, 1, 1)), bias(o)], kernel_shape=[1, 1])
     if residual:
         y = b.op("Add", ["x", y])
-    y = b.op("Add", [y, b.init(np.array(0.5, np.float32), "c")])
-    b.nodes[-1].output[0] = "y"
-    stem = os.path.join(_DIR, f"dwpw_{c}_{o}_{hw}_{residual}_{seed}")
-    b.save(stem + ".onnx", [b.io("x", [1, c, hw, hw])], [b.io("y", [1, o, hw, hw])])
-    convert(stem + ".onnx", stem + ".mnn")
-    x = np.random.default_rng(seed).standard_normal((1, c, hw, hw)).astype(np.float32)
-    ref, _ = _run(stem + ".mnn", x, 1 << 60)
+    path, x, ref = _save_with_reference(b, y, f"dwpw_{c}_{o}_{hw}_{residual}_{seed}",
+                                        (1, c, hw, hw), (1, o, hw, hw), seed)
     for config, tol, fused in (({}, 1e-4, True), ({"precision": "low"}, 3e-2, False)):
-        prev = set_threshold(0)
-        try:
-            m = MNN.nn.load_module_from_file(
-                stem + ".mnn", ["x"], [],
-                runtime_manager=MNN.nn.create_runtime_manager({**config, "numThread": threads}))
-            got = np.array(m.forward(MNN.expr.const(x, list(x.shape))).read())
-            kinds = [st_[0] for st_ in m._last_plan.steps]
-            ops = [type(st_[1]).__name__ for st_ in m._last_plan.steps]
-        finally:
-            set_threshold(prev)
+        got, steps = _kernel_plan_run(path, x, {**config, "numThread": threads})
+        kinds = [st_[0] for st_ in steps]
+        ops = [type(st_[1]).__name__ for st_ in steps]
         # (with the residual the fused step becomes the add's ``convres`` step)
         assert ("DepthwisePointwise" in ops) == fused and ("dw" in kinds) != fused
         assert ("dwpw" in kinds) == (fused and not residual)

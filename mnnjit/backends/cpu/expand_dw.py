@@ -198,6 +198,23 @@ def _dw_planes_s2_quarters(mid, rows, L, ml, acc, dw_w, dw_b, c0, out2, o0, OH, 
                      act)
 
 
+@njit(inline="always")
+def _task_panels(w, kind, codes8, codes4, scale, offset, bs, O, K, nchunk, task):
+    """(image, first panel, end panel, float32 panels) of an expand+depthwise task: tasks are
+    (image, chunk of the 1x1 layer's panels); quantized codes are dequantized per task."""
+    npanel = (O + MR - 1) // MR
+    n = task // nchunk
+    ch = task % nchunk
+    q0 = ch * npanel // nchunk
+    q1 = max(q0, (ch + 1) * npanel // nchunk)
+    if kind == 0:
+        wq = w[q0 * K * MR:q1 * K * MR]
+    else:
+        wq = np.empty((q1 - q0) * K * MR, w.dtype)
+        _deq_panels(kind, codes8, codes4, scale, offset, bs, 0, O, q0, q1, K, wq)
+    return n, q0, q1, wq
+
+
 @njit(cache=True)
 def _xdw_task(x, w, kind, codes8, codes4, scale, offset, bs, bias, act1,
               dw_w, dw_b, out, act2, s2, nchunk, task, packed):
@@ -207,25 +224,16 @@ def _xdw_task(x, w, kind, codes8, codes4, scale, offset, bs, bias, act1,
     N, K, H, W = x.shape
     O, OH, OW = out.shape[1], out.shape[2], out.shape[3]
     P = H * W
-    npanel = (O + MR - 1) // MR
     reg_act = act1 if act1 <= 2 else 0
     nfull = P // NR
     tail = P - nfull * NR
     xflat = x.reshape(N, K, P)
     out2 = out.reshape(N * O, OH * OW)
-    n = task // nchunk
-    ch = task % nchunk
-    q0 = ch * npanel // nchunk
-    q1 = (ch + 1) * npanel // nchunk
+    n, q0, q1, wq = _task_panels(w, kind, codes8, codes4, scale, offset, bs, O, K, nchunk, task)
     if q1 <= q0:
         return
     # scratch arrays are used through borrowed views (intrinsics.borrow: no atomic reference
     # counts per slice and per inlined call in this serial task), kept alive below
-    if kind == 0:
-        wq = w[q0 * K * MR:q1 * K * MR]
-    else:
-        wq = np.empty((q1 - q0) * K * MR, w.dtype)
-        _deq_panels(kind, codes8, codes4, scale, offset, bs, 0, O, q0, q1, K, wq)
     wp = borrow(wq)
     mid_a = np.empty((MR, P), x.dtype)
     ctile_a = np.empty(MR * NR, x.dtype)
@@ -275,20 +283,11 @@ def _xdw_task_quarters(x, xq_all, w, kind, codes8, codes4, scale, offset, bs, bi
     split (the split pass of :func:`.depthwise_flat._dw3_plane_s2` / ``_s2_split``)."""
     N, K, H, W = x.shape
     O, OH, OW = out.shape[1], out.shape[2], out.shape[3]
-    npanel = (O + MR - 1) // MR
     reg_act = act1 if act1 <= 2 else 0
     out2 = out.reshape(N * O, OH * OW)
-    n = task // nchunk
-    ch = task % nchunk
-    q0 = ch * npanel // nchunk
-    q1 = (ch + 1) * npanel // nchunk
+    n, q0, q1, wq = _task_panels(w, kind, codes8, codes4, scale, offset, bs, O, K, nchunk, task)
     if q1 <= q0:
         return
-    if kind == 0:
-        wq = w[q0 * K * MR:q1 * K * MR]
-    else:
-        wq = np.empty((q1 - q0) * K * MR, w.dtype)
-        _deq_panels(kind, codes8, codes4, scale, offset, bs, 0, O, q0, q1, K, wq)
     wp = borrow(wq)
     Q = OH * OW
     Qs = xq_all.shape[1] // 4
