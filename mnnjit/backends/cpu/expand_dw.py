@@ -325,28 +325,34 @@ def _xdw_task_quarters(x, xq_all, w, kind, codes8, codes4, scale, offset, bs, bi
 
 @njit(parallel=True, cache=True)
 def _k_expand_dw(x, w, kind, codes8, codes4, scale, offset, bs, bias, act1,
-                 dw_w, dw_b, out, act2, s2, nchunk, packed, quarters):
+                 dw_w, dw_b, out, act2, s2, nchunk, packed):
     """out = depthwise(act1(1x1 conv(x))) for x [N, K, H, W] and out [N, O, OH, OW] storage
     arrays; the 1x1 weights as in :func:`.conv_gemm._k_conv_gemm` (bias padded to whole panels),
     ``dw_w`` [O, 9] float32; the depthwise convolution is 3x3, pads 1, stride 2 if ``s2`` else 1.
     Tasks: (image, chunk of panels), each :func:`_xdw_task`."""
+    for task in prange(x.shape[0] * nchunk):
+        _xdw_task(x, w, kind, codes8, codes4, scale, offset, bs, bias, act1, dw_w, dw_b, out,
+                  act2, s2, nchunk, task, packed)
+
+
+@njit(parallel=True, cache=True)
+def _k_expand_dw_quarters(x, w, kind, codes8, codes4, scale, offset, bs, bias, act1,
+                          dw_w, dw_b, out, act2, nchunk):
+    """:func:`_k_expand_dw` for a stride-2 depthwise layer on float32 storage: the input's
+    quarter planes first, once for all tasks (each quarter on whole 16-value blocks, 16 values
+    apart: the vector split writes up to 7 values past a run), then the tasks
+    (:func:`_xdw_task_quarters`). A kernel of its own: one kernel with both task bodies took
+    twice as long to compile."""
     N, K, H, W = x.shape
-    if quarters:
-        # the input's quarter planes, once for all tasks: each quarter on whole 16-value
-        # blocks, 16 values apart (the vector split writes up to 7 values past a run)
-        Q = (H // 2) * (W // 2)
-        Qs = (Q + NR - 1) // NR * NR + NR
-        xq = _aligned_rows(N * K, 4 * Qs, x.dtype)
-        planes = x.reshape(N * K, H * W)
-        for p in prange(N * K):
-            _quarter_plane(planes[p], H, W, Qs, xq[p])
-        for task in prange(N * nchunk):
-            _xdw_task_quarters(x, xq, w, kind, codes8, codes4, scale, offset, bs, bias, act1,
-                               dw_w, dw_b, out, act2, nchunk, task)
-    else:
-        for task in prange(N * nchunk):
-            _xdw_task(x, w, kind, codes8, codes4, scale, offset, bs, bias, act1, dw_w, dw_b, out,
-                      act2, s2, nchunk, task, packed)
+    Q = (H // 2) * (W // 2)
+    Qs = (Q + NR - 1) // NR * NR + NR
+    xq = _aligned_rows(N * K, 4 * Qs, x.dtype)
+    planes = x.reshape(N * K, H * W)
+    for p in prange(N * K):
+        _quarter_plane(planes[p], H, W, Qs, xq[p])
+    for task in prange(N * nchunk):
+        _xdw_task_quarters(x, xq, w, kind, codes8, codes4, scale, offset, bs, bias, act1,
+                           dw_w, dw_b, out, act2, nchunk, task)
 
 
 class ExpandDepthwise:
@@ -391,7 +397,8 @@ class ExpandDepthwise:
         """The kernel and arguments of :meth:`run` on these arrays (see
         :func:`.launch.bind_launch`)."""
         e, wt = self.expand, self.expand.w
-        return _k_expand_dw, (x, wt.panels, wt.kind, wt.codes8, wt.codes4, wt.scale, wt.offset,
-                              wt.block, e.bias, e.act, self.dw.w, self.dw.bias, out,
-                              self.dw.args[8], self.s2, self.nchunk, self.packed,
-                              self.quarters and x.dtype == np.float32)
+        args = (x, wt.panels, wt.kind, wt.codes8, wt.codes4, wt.scale, wt.offset, wt.block,
+                e.bias, e.act, self.dw.w, self.dw.bias, out, self.dw.args[8])
+        if self.quarters and x.dtype == np.float32:
+            return _k_expand_dw_quarters, args + (self.nchunk,)
+        return _k_expand_dw, args + (self.s2, self.nchunk, self.packed)
