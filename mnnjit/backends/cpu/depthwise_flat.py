@@ -325,6 +325,13 @@ def _dw3_plane_s2_banded(src, E, O, ml, acc, wc, b, dst, W, act):
     OW = W // 2
     OH = src.shape[0] // (2 * W)
     _s2_split(src, E, O, OH, OW)
+    _s2_quarter_bands(E, O, OH, OW, ml, acc, wc, b, dst, act)
+
+
+@njit(inline="always")
+def _s2_quarter_bands(E, O, OH, OW, ml, acc, wc, b, dst, act):
+    """``dst`` [OH*OW] = the stride-2 stencil on the quarter planes in ``E``/``O`` (the layout
+    of :func:`_flat_s2_scratch`), band by band of ``ml.shape[0]`` outputs (whole rows)."""
     n = OH * OW
     rb = ml.shape[0]
     for k0 in range(0, n, rb):

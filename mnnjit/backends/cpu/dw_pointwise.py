@@ -161,11 +161,6 @@ class DepthwisePointwise:
     def act(self, code: int) -> None:
         self.pw.act = code
 
-    @property
-    def narrow(self) -> bool:
-        """Never the narrow quantized path (for the residual fold's check)."""
-        return False
-
     def run(self, x: np.ndarray, out: np.ndarray, res: Optional[np.ndarray] = None) -> np.ndarray:
         """Compute into ``out`` (float32 arrays); ``res`` (like ``out``) is added before the 1x1
         layer's activation."""

@@ -20,16 +20,15 @@ from __future__ import annotations
 from typing import Callable, Optional, Tuple
 
 import numpy as np
-from numba import get_num_threads, njit, prange, types
-from numba.extending import overload
+from numba import get_num_threads, njit, prange
 
 from .conv_gemm import (ConvGemm, _aligned_rows, _copy_block, _deq_panels, _finish_act, _pack_tail,
                         _tail_block, _tile)
 from .depthwise import Depthwise
 from .depthwise_flat import (_BAND, _S2_HALVES_MAX_W, _S2_SLACK, _dw3_plane_s1,
                              _dw3_plane_s1_banded, _dw3_plane_s2, _dw3_plane_s2_banded,
-                             _edge_masks, _flat_s1_scratch, _flat_s2_scratch, _s2_rows,
-                             _split_row_f32)
+                             _edge_masks, _flat_s1_scratch, _flat_s2_scratch,
+                             _s2_quarter_bands, _split_row_f32)
 from .fp16_kernels import _keep_alive
 from .gemm_tile import MR, NR
 from .intrinsics import borrow
@@ -81,42 +80,25 @@ def _expand_panel(x, n, wp, q, q0, K, P, bias, reg_act, act, mid, btile, ctile, 
         _finish_act(flat, MR * P, act)
 
 
-def _split_raw(src, s0, dst, d0, d1, n):  # pragma: no cover - replaced by the overload in Numba
-    """``dst[d0 + j] = src[s0 + 2j]``, ``dst[d1 + j] = src[s0 + 2j + 1]`` for j < n, same storage
-    type (float32: vector deinterleaving, up to 7 values written past each run)."""
-    raise NotImplementedError("_split_raw() is only callable inside Numba-compiled code")
-
-
-@overload(_split_raw, inline="always")
-def _split_raw_ol(src, s0, dst, d0, d1, n):
-    if src.dtype == types.float32:
-        return lambda src, s0, dst, d0, d1, n: _split_row_f32(src, s0, dst, d0, d1, n)
-
-    def copy(src, s0, dst, d0, d1, n):
-        for j in range(n):
-            dst[d0 + j] = src[s0 + 2 * j]
-            dst[d1 + j] = src[s0 + 2 * j + 1]
-    return copy
-
-
 @njit(inline="always")
 def _quarter_plane(src, H, W, Qs, dst):
-    """``dst[q*Qs + a*OW + b]`` = pixel (2a + ry, 2b + rx) of the flat H x W plane ``src``,
-    q = 2*ry + rx: its four quarter planes (even/odd rows x even/odd columns), each starting on
-    a 16-value block; the expansion, a per-pixel map, then yields its output planes split the
-    same way, as the stride-2 stencil reads them."""
+    """``dst[q*Qs + a*OW + b]`` = pixel (2a + ry, 2b + rx) of the flat float32 H x W plane
+    ``src``, q = 2*ry + rx: its four quarter planes (even/odd rows x even/odd columns), each
+    starting on a 16-value block (vector deinterleaving: up to 7 values written past a row);
+    the expansion, a per-pixel map, then yields its output planes split the same way, as the
+    stride-2 stencil reads them."""
     OW = W // 2
     for ry in range(2):
         for a in range(H // 2):
-            _split_raw(src, (2 * a + ry) * W, dst, 2 * ry * Qs + a * OW,
-                       (2 * ry + 1) * Qs + a * OW, OW)
+            _split_row_f32(src, (2 * a + ry) * W, dst, 2 * ry * Qs + a * OW,
+                           (2 * ry + 1) * Qs + a * OW, OW)
 
 
 @njit(inline="always")
 def _expand_panel_quarters(like, wp, q, q0, K, Q, Qs, L, front, bias, reg_act, act, mid, btq,
                            ctile, xq):
     """mid[r] (r < MR) = act(row ``q*MR + r`` of the 1x1 convolution) on the quartered input
-    ``xq`` (:func:`_quarter_input`): quarter plane ``u`` of each row at ``u*L + front`` (the
+    ``xq`` (:func:`_quarter_plane`): quarter plane ``u`` of each row at ``u*L + front`` (the
     layout of :func:`.depthwise_flat._s2_rows`: E = quarters 0-1, O = quarters 2-3, zeros in
     front); the tails of the quarters (packed in ``btq[u]``) through ``ctile``."""
     ap = wp[(q - q0) * K * MR:(q - q0 + 1) * K * MR]
@@ -187,15 +169,10 @@ def _dw_planes_s2_quarters(mid, rows, L, ml, acc, dw_w, dw_b, c0, out2, o0, OH, 
     """out2[o0 + c0 + r] = the stride-2 depthwise convolution of row ``r`` of ``mid``, already
     split into quarter planes (:func:`_expand_panel_quarters`), band by band of ``ml.shape[0]``
     outputs."""
-    n = OH * OW
-    rb = ml.shape[0]
     for r in range(rows):
         c = c0 + r
-        E = mid[r, 0:2 * L]
-        O = mid[r, 2 * L:4 * L]
-        for k0 in range(0, n, rb):
-            _s2_rows(E, O, k0, min(rb, n - k0), OH, OW, ml, acc, dw_w[c], dw_b[c], out2[o0 + c],
-                     act)
+        _s2_quarter_bands(mid[r, 0:2 * L], mid[r, 2 * L:4 * L], OH, OW, ml, acc, dw_w[c], dw_b[c],
+                          out2[o0 + c], act)
 
 
 @njit(inline="always")
