@@ -15,6 +15,7 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
+from . import numba_setup  # noqa: F401  (first: OpenMP policy, cross-process compile lock)
 import numba as nb
 import numpy as np
 from llvmlite import ir

@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Callable, Optional, Tuple
 
 import numpy as np
+from . import numba_setup  # noqa: F401  (first: OpenMP policy, cross-process compile lock)
 from numba import get_num_threads, njit, prange
 
 from .depthwise_flat import choose_path, flat_kernel

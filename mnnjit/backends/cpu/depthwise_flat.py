@@ -27,6 +27,7 @@ from __future__ import annotations
 from typing import Callable, Sequence
 
 import numpy as np
+from . import numba_setup  # noqa: F401  (first: OpenMP policy, cross-process compile lock)
 from numba import njit, prange, types
 from numba.extending import overload
 

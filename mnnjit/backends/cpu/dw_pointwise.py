@@ -21,6 +21,7 @@ import math
 from typing import Callable, Optional, Tuple
 
 import numpy as np
+from . import numba_setup  # noqa: F401  (first: OpenMP policy, cross-process compile lock)
 from numba import get_num_threads, njit, prange
 
 from .conv_gemm import ConvGemm, _aligned_rows, _one_tile, _pack_tail

@@ -20,6 +20,7 @@ from __future__ import annotations
 from typing import Callable, Optional, Tuple
 
 import numpy as np
+from . import numba_setup  # noqa: F401  (first: OpenMP policy, cross-process compile lock)
 from numba import get_num_threads, njit, prange
 
 from .conv_gemm import (ConvGemm, _aligned_rows, _copy_block, _deq_panels, _finish_act, _pack_tail,

@@ -16,11 +16,7 @@ This module imports numba: import it lazily (never from ``import mnnjit``).
 """
 from __future__ import annotations
 
-from .omp_env import configure_openmp_waiting  # noqa: E402
-
-# before libgomp starts (the first parallel kernel launch): see omp_env
-configure_openmp_waiting()
-
+from . import numba_setup  # noqa: F401  (first: OpenMP policy, cross-process compile lock)
 import numpy as np  # noqa: E402
 from llvmlite import ir  # noqa: E402
 from numba import njit, prange, types  # noqa: E402

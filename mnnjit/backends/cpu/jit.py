@@ -23,7 +23,6 @@ from typing import Callable
 
 from ...compiler import config
 from .codegen import CODEGEN_VERSION
-from .omp_env import configure_openmp_waiting
 
 _lock = threading.RLock()
 _memory: dict[str, Callable] = {}
@@ -36,7 +35,7 @@ def numba_module():
     """Import numba (once) and apply the thread settings."""
     global _numba
     if _numba is None:
-        configure_openmp_waiting()
+        from . import numba_setup  # noqa: F401  (first: OpenMP policy, cross-process compile lock)
         import numba
         _numba = numba
         n = _pending_threads or config.env_threads()

@@ -32,6 +32,7 @@ from fractions import Fraction
 from typing import List, Optional, Sequence, Tuple
 
 import numpy as np
+from . import numba_setup  # noqa: F401  (first: OpenMP policy, cross-process compile lock)
 from numba import get_num_threads, njit, prange
 
 from .conv_gemm import MR, NR, PackedWeights, gemm_panels, line_offset

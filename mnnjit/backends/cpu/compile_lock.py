@@ -1,0 +1,99 @@
+"""One compile at a time per cached Numba function, across processes.
+
+Numba's on-disk cache is not safe for processes sharing it (pytest-xdist workers, a pool of
+workers, two scripts started together):
+
+* a function's index file maps signatures to data files numbered by their count in the index, so
+  two processes saving overloads of one function at the same moment can both pick ``.1.nbc`` and
+  the index of one points at the machine code of the other;
+* both processes compile the same kernel (for mnnjit's large kernels: up to a minute each).
+
+:func:`install` wraps ``Dispatcher.compile`` so that a first use of a signature of a function with
+``cache=True`` (load from disk or compile, then save) holds an exclusive ``flock`` on
+``<index>.lock`` beside the function's cache index. A second process waits, then finds the
+overload on disk and loads it. Within a process the lock is taken under Numba's own global compiler
+lock, and is re-entrant (compiling a kernel compiles its callees). Call graphs have no cycles, so
+processes take nested locks in a consistent order and cannot deadlock.
+
+Nothing here can make a compile fail: a lock that cannot be created (read-only or lock-less file
+system) is skipped, and a wait longer than :data:`WAIT_SECONDS` (a stopped process holding the
+lock) gives up the lock and compiles anyway.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from typing import Iterator
+
+__all__ = ["install", "WAIT_SECONDS"]
+
+#: longest wait for another process's compile before compiling without the lock
+WAIT_SECONDS = 900.0
+_POLL_SECONDS = 0.05
+
+_held: dict[str, int] = {}     # lock path -> open file descriptor, for re-entry in this process
+_installed = False
+
+
+def _lock_path(dispatcher) -> str | None:
+    """``<cache dir>/<function>.nbi.lock`` of a dispatcher with an on-disk cache, else None."""
+    cache = getattr(dispatcher, "_cache", None)
+    index = getattr(getattr(cache, "_cache_file", None), "_index_path", None)
+    return f"{index}.lock" if index else None
+
+
+@contextlib.contextmanager
+def _file_lock(path: str) -> Iterator[None]:
+    """Hold an exclusive flock on ``path`` (re-entrant; skipped when the file system refuses)."""
+    import fcntl
+    if path in _held:
+        yield
+        return
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+    except OSError:
+        yield
+        return
+    try:
+        deadline = time.monotonic() + WAIT_SECONDS
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    break                       # give up waiting: compile without the lock
+                time.sleep(_POLL_SECONDS)
+            except OSError:
+                break                           # no flock on this file system
+        _held[path] = fd
+        try:
+            yield
+        finally:
+            del _held[path]
+    finally:
+        os.close(fd)                            # closing the descriptor releases the lock
+
+
+def install() -> None:
+    """Wrap ``numba.core.dispatcher.Dispatcher.compile`` with the cross-process lock (once)."""
+    global _installed
+    if _installed:
+        return
+    from numba.core.compiler_lock import global_compiler_lock
+    from numba.core.dispatcher import Dispatcher
+
+    plain_compile = Dispatcher.compile
+
+    def compile_locked(self, sig):
+        path = _lock_path(self)
+        if path is None:
+            return plain_compile(self, sig)
+        with global_compiler_lock, _file_lock(path):
+            return plain_compile(self, sig)
+
+    compile_locked.__doc__ = plain_compile.__doc__
+    Dispatcher.compile = compile_locked
+    _installed = True

@@ -1,0 +1,16 @@
+"""Numba as mnnjit's kernels use it. Every kernel module imports this before numba:
+
+* the OpenMP waiting policy is set before libgomp starts (:mod:`.omp_env`);
+* processes sharing a kernel cache compile each kernel once, one at a time (:mod:`.compile_lock`).
+
+Importing this module imports numba: import it lazily (never from ``import mnnjit``).
+"""
+from __future__ import annotations
+
+from .omp_env import configure_openmp_waiting
+
+configure_openmp_waiting()
+
+from .compile_lock import install as _install_compile_lock  # noqa: E402
+
+_install_compile_lock()
