@@ -11,6 +11,7 @@ and minimums in ms. Run it under the bench lock: ``flock /tmp/mnnjit-bench.lock 
 from __future__ import annotations
 
 import argparse
+import os
 import time
 
 import numpy as np
@@ -69,7 +70,9 @@ def measure(path: str, threads: int, precision: str, rounds: int = 8, per_round:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--model", default="/work/shared/models/mobilenetv2.mnn")
+    ap.add_argument("--model", default=os.path.join(os.environ.get("MNNJIT_SHARED") or os.path.join(
+        os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "shared"), "models",
+        "mobilenetv2.mnn"))
     ap.add_argument("--threads", type=int, nargs="+", default=[1, 2])
     ap.add_argument("--precision", default="normal")
     args = ap.parse_args()

@@ -22,11 +22,13 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-MODELS = "/work/shared/models"
+#: ../shared beside the checkout (MNNJIT_SHARED when set)
+SHARED = os.environ.get("MNNJIT_SHARED") or os.path.join(os.path.dirname(ROOT), "shared")
+MODELS = os.path.join(SHARED, "models")
 
 
 def _make_resnet18(workdir: str) -> tuple[str, str]:
-    sys.path.insert(0, os.path.join(ROOT, "tests", "models"))
+    sys.path[:0] = [os.path.join(ROOT, "tests", "models"), os.path.join(ROOT, "tests")]
     from mnnjit_models_fixtures import convert, resnet18_onnx
     onnx_path = os.path.join(workdir, "resnet18.onnx")
     mnn_path = os.path.join(workdir, "resnet18.mnn")

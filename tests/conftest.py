@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 ROOT = Path(__file__).resolve().parent.parent
-SHARED = Path(os.environ.get("MNNJIT_SHARED", ROOT.parent / "shared"))
+from shared_paths import SHARED  # noqa: E402
 
 settings.register_profile("default", max_examples=60, deadline=None,
                           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])

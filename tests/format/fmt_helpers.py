@@ -9,10 +9,7 @@ import sys
 import numpy as np
 import pytest
 
-SHARED = os.environ.get("MNNJIT_SHARED", os.path.join(os.path.dirname(__file__), "..", "..",
-                                                      "..", "shared"))
-if not os.path.isdir(SHARED):
-    SHARED = "/work/shared"
+from shared_paths import SHARED  # noqa: E402
 MODELS = os.path.join(SHARED, "models")
 CONVERT = os.path.join(SHARED, "tools", "mnn_oracle_convert.py")
 

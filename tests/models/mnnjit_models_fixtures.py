@@ -9,7 +9,7 @@ import sys
 
 import numpy as np
 
-CONVERTER = "/work/shared/tools/mnn_oracle_convert.py"
+from shared_paths import CONVERTER  # noqa: E402
 PYTHON = sys.executable
 
 

@@ -11,7 +11,7 @@ import pytest
 
 import mnnjit as MNN
 
-MODELS = "/work/shared/models"
+from shared_paths import MODELS  # noqa: E402
 nn, F = MNN.nn, MNN.expr
 
 

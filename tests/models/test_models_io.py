@@ -10,7 +10,7 @@ import pytest
 
 import mnnjit as MNN
 
-MODELS = "/work/shared/models"
+from shared_paths import MODELS  # noqa: E402
 F = MNN.expr
 
 

@@ -16,7 +16,7 @@ from mnnjit.backends.cpu import plan_kernel
 from mnnjit.compiler import config
 from mnnjit.ops import build as B
 
-MODELS = "/work/shared/models"
+from shared_paths import MODELS  # noqa: E402
 nn, F = MNN.nn, MNN.expr
 
 

@@ -8,7 +8,7 @@ import pytest
 
 import mnnjit as MNN
 
-MODELS = "/work/shared/models"
+from shared_paths import MODELS  # noqa: E402
 
 
 def _v2_run(mod, path: str, x_nhwc: np.ndarray, batch_resize: int | None = None) -> tuple:

@@ -9,7 +9,7 @@ import pytest
 
 import mnnjit as MNN
 
-MODELS = "/work/shared/models"
+from shared_paths import MODELS  # noqa: E402
 pytestmark = pytest.mark.skipif(not os.path.isdir(MODELS), reason="shared models not available")
 
 

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 import mnnjit as MNN
 from mnnjit.ops import build as B
 
-MODELS = "/work/shared/models"
+from shared_paths import MODELS  # noqa: E402
 nn, F = MNN.nn, MNN.expr
 
 
@@ -178,7 +178,7 @@ def test_tiny_work_limit_is_the_compilers_kernel_minimum() -> None:
 
 def test_mlp_first_forward_imports_neither_compiler_nor_numba() -> None:
     code = ("import sys, numpy as np, mnnjit as J\n"
-            "m = J.nn.load_module_from_file('/work/shared/models/mlp.mnn', ['x'], ['prob'])\n"
+            f"m = J.nn.load_module_from_file({os.path.join(MODELS, 'mlp.mnn')!r}, ['x'], ['prob'])\n"
             "m.forward(J.expr.const(np.ones((1, 64), np.float32), [1, 64])).read()\n"
             "print([k for k in ('numba', 'mnnjit.compiler', 'numpy.random') if k in sys.modules])")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
