@@ -78,14 +78,36 @@ def _model_weights(ctx: Ctx, op, common: dict, in_ch: int):
     return ctx.cached((id(op), "convweights", keep), make)
 
 
+def _as_4d(x, what: str):
+    """``x`` as 4-D and whether it was 3-D: real MNN runs a [N, C, L] input of a 2-D layer as
+    [N, C, L, 1] (its ONNX converter leaves a Conv1d with dynamic length unsqueezed; the layer's
+    kernel is then (k, 1))."""
+    if len(x.shape) == 3:
+        return node_of(B.reshape(x, (*x.shape, 1))), True
+    if len(x.shape) != 4:
+        raise ValueError(f"{what} input must be 4-D (N, C, H, W) or 3-D (N, C, L), got shape "
+                         f"{list(x.shape)}")
+    return x, False
+
+
+def _back_to_3d(y):
+    """A 4-D [N, C, L, 1] result as the [N, C, L] a 3-D input gives."""
+    return B.reshape(y, tuple(node_of(y).shape[:3]))
+
+
 @converter("Convolution", "ConvolutionDepthwise")
 def convolution(ctx: Ctx, op, xs):
-    """2-D convolution (weights in the op, or as extra inputs) with fused ReLU / ReLU6."""
+    """2-D convolution (weights in the op, or as extra inputs) with fused ReLU / ReLU6; a 3-D
+    input runs as [N, C, L, 1]."""
+    x, was_3d = _as_4d(B.cast_node(xs[0], F32), "convolution")
+    y = _convolution_4d(ctx, op, [x, *xs[1:]])
+    return _back_to_3d(y) if was_3d else y
+
+
+def _convolution_4d(ctx: Ctx, op, xs):
     p = op.main or {}
     common = p.get("common") or {}
-    x = B.cast_node(xs[0], F32)
-    if len(x.shape) != 4:
-        raise ValueError(f"convolution input must be 4-D (N, C, H, W), got shape {list(x.shape)}")
+    x = xs[0]
     in_ch = x.shape[1]
     weights = None
     if len(xs) >= 2:
@@ -164,10 +186,17 @@ def _deconv_same_pads(ctx: Ctx, common: dict, xs, size, k, s, d) -> tuple[tuple,
 
 @converter("Deconvolution", "DeconvolutionDepthwise")
 def deconvolution(ctx: Ctx, op, xs):
-    """Transposed 2-D convolution (MNN stores weights as [O, C/group, kh, kw]... per group)."""
+    """Transposed 2-D convolution (MNN stores weights as [O, C/group, kh, kw]... per group); a 3-D
+    input runs as [N, C, L, 1]."""
+    x, was_3d = _as_4d(B.cast_node(xs[0], F32), "deconvolution")
+    y = _deconvolution_4d(ctx, op, [x, *xs[1:]])
+    return _back_to_3d(y) if was_3d else y
+
+
+def _deconvolution_4d(ctx: Ctx, op, xs):
     p = op.main or {}
     common = p.get("common") or {}
-    x = B.cast_node(xs[0], F32)
+    x = xs[0]
     in_ch = x.shape[1]
     out_ch = int(common.get("outputCount") or 0)
     group = int(common.get("group") or 1)
@@ -217,11 +246,10 @@ def pooling(ctx: Ctx, op, xs):
     p = op.main or {}
     x = xs[0]
     if len(x.shape) == 3:  # [N, C, L] pools as [N, C, L, 1] (the converter puts the window in kernelY)
-        n, c, length = x.shape
-        outs = pooling(ctx, op, [node_of(B.reshape(x, (n, c, length, 1)))])
+        outs = pooling(ctx, op, [_as_4d(x, "pooling")[0]])
         if isinstance(outs, list):  # with indices: [N, C, L, 1] offsets are the [N, C, L] ones
-            return [B.reshape(o, o.shape[:3]) for o in outs]
-        return B.reshape(outs, outs.shape[:3])
+            return [_back_to_3d(o) for o in outs]
+        return _back_to_3d(outs)
     if len(x.shape) != 4:
         raise ValueError(f"pooling input must be 4-D (N, C, H, W), got shape {list(x.shape)}")
     kind = _POOL_KIND.get(str(p.get("type", "MAXPOOL")), str(p.get("type")))

@@ -848,3 +848,46 @@ def test_global_pool_5d(model_dir, kind: str, shape) -> None:
     if shape[0] == 1 and kind == "GlobalAveragePool":
         exp, _ = _both(path, {"x": x})
         _assert_close(got, exp, 1e-5)
+
+
+# ---------------------------------------------------------------- 1-D convolutions left 3-D
+
+def _conv1d_model(model_dir) -> str:
+    """Conv1d -> Relu -> MaxPool1d -> grouped Conv1d -> ConvTranspose1d on [2, 4, L], L dynamic:
+    real MNN's converter unsqueezes the first convolution's input but leaves the layers after the
+    pooling on 3-D tensors."""
+    rng = np.random.default_rng(5)
+
+    def build(b):
+        w1 = b.init(rng.standard_normal((6, 4, 3)).astype(np.float32), "w1")
+        c1 = b.op("Conv", ["x", w1, b.init(rng.standard_normal(6).astype(np.float32), "b1")], pads=[1, 1])
+        p = b.op("MaxPool", [b.op("Relu", [c1])], kernel_shape=[2], strides=[2])
+        w2 = b.init(rng.standard_normal((6, 3, 3)).astype(np.float32), "w2")
+        c2 = b.op("Conv", [p, w2], pads=[2, 2], dilations=[2], group=2)
+        w3 = b.init(rng.standard_normal((6, 5, 4)).astype(np.float32), "w3")
+        b.op("ConvTranspose", [c2, w3], strides=[2], pads=[1, 1])
+    return _model(model_dir, ("conv1d",), build, {"x": ([2, 4, "L"], np.float32)}, [2, 5, "M"])
+
+
+def test_conv1d_on_3d_tensors_matches_real_mnn(model_dir) -> None:
+    """A convolution, grouped convolution and transposed convolution whose input stays [N, C, L]
+    run as [N, C, L, 1], as real MNN runs them, at two lengths; ONNX Runtime agrees."""
+    import onnxruntime as ort
+    from mnnjit.format import reader
+    path = _conv1d_model(model_dir)
+    # ranks along the graph (every op here keeps its first input's rank but the (un)squeezes)
+    rank: dict = {}
+    fed_3d = []
+    for op in reader.read_net(path).oplists:
+        ins = op.inputIndexes or []
+        r = 3 if op.type == "Input" else rank[ins[0]] + {"Unsqueeze": 1, "Squeeze": -1}.get(op.type, 0)
+        if op.type in ("Convolution", "Deconvolution") and rank[ins[0]] == 3:
+            fed_3d.append(op.type)
+        rank.update({t: r for t in op.outputIndexes or []})
+    assert set(fed_3d) == {"Convolution", "Deconvolution"}, fed_3d   # the path under test
+    sess = ort.InferenceSession(path.replace(".mnn", ".onnx"))
+    for length in (16, 23):
+        x = np.random.default_rng(length).standard_normal((2, 4, length)).astype(np.float32)
+        exp, got = _both(path, {"x": x})
+        _assert_close(got, exp, 1e-5)
+        _assert_close(got, sess.run(None, {"x": x})[0], 1e-4)
