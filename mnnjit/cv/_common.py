@@ -71,10 +71,15 @@ def scalar4(v: Any, cn: int) -> tuple[float, ...]:
 
 
 def out_var(node: Node):
-    """A Var for ``node`` labelled NHWC."""
-    if node.fmt != "NHWC":
-        node = Node(node.op, node.inputs, node.attrs, node.shape, node.dtype, "NHWC")
-    return B.wrap(node)
+    """A Var for ``node`` labelled NHWC (a function that hands its input back relabels it: a
+    constant keeps its value, a placeholder stays the one its writes go to)."""
+    if node.fmt == "NHWC":
+        return B.wrap(node)
+    if node.op == "const" and node.value is not None:
+        return B.wrap(Node.constant(node.value, "NHWC"))
+    if not node.inputs:
+        return B.wrap(B.make_node("reshape", (node,), {"shape": node.shape}, fmt="NHWC"))
+    return B.wrap(Node(node.op, node.inputs, node.attrs, node.shape, node.dtype, "NHWC"))
 
 
 def float_list(v: Sequence[Any] | None) -> list[float]:

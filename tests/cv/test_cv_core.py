@@ -252,3 +252,37 @@ def test_cvtcolor_lab_luv_round_trip(fwd, inv):
     x = rand_img(np.random.default_rng(fwd), 24, 30)
     src = cv2.cvtColor(x, fwd)
     assert maxdiff(cv.cvtColor(image_var(src), inv), cv2.cvtColor(src, inv)) <= 2
+
+
+# ---------------------------------------------------------------- inputs labelled NCHW
+
+def _pass_through_calls(cv2):
+    """(mnnjit call, OpenCV call) pairs, some of which hand their input back unchanged."""
+    return [
+        (lambda v: cv.flip(v, 1), lambda a: cv2.flip(a, 1)),
+        (lambda v: cv.rotate(v, 0), lambda a: cv2.rotate(a, 0)),
+        (lambda v: cv.threshold(v, 100, 255, 0), lambda a: cv2.threshold(a, 100, 255, 0)[1]),
+        (lambda v: cv.resize(v, (5, 4)), lambda a: cv2.resize(a, (5, 4))),
+        (lambda v: cv.resize(v, None, 1.0, 1.0), lambda a: cv2.resize(a, None, fx=1.0, fy=1.0)),
+    ]
+
+
+@pytest.mark.parametrize("k", range(5))
+def test_image_from_numpy_array_var(k) -> None:
+    """An image made with ``mnnjit.numpy.array`` (a Var labelled NCHW) works like an NHWC one,
+    also where the function returns its input (regression: the relabelled constant lost its value)."""
+    cv2 = pytest.importorskip("cv2")
+    import mnnjit.numpy as mnp
+    ours, ref = _pass_through_calls(cv2)[k]
+    x = (np.random.default_rng(k).random((4, 5, 3)) * 255).astype(np.uint8)
+    assert np.array_equal(ours(mnp.array(x)).read(), ref(x))
+
+
+def test_pass_through_of_a_placeholder_follows_its_writes() -> None:
+    import mnnjit.expr as F
+    p = F.placeholder([4, 5, 3], F.NCHW, F.float)
+    y = cv.resize(p, (5, 4))
+    for seed in (0, 1):
+        x = np.random.default_rng(seed).random((4, 5, 3)).astype(np.float32)
+        p.write(x)
+        assert np.array_equal(y.read(), x)
