@@ -95,6 +95,22 @@ def test_resize_matches_opencv(h, w, oh, ow, interp, c, seed):
     assert maxdiff(got, ref) <= tol
 
 
+@settings(max_examples=40, deadline=None)
+@given(h=st.integers(1, 40), w=st.integers(1, 140), f=st.sampled_from([(0.5, 0.5), (1, 0.5), (0.5, 1), (1 / 3, 1 / 3),
+                                                                    (0.25, 0.5), (0.2, 0.2)]),
+       c=st.sampled_from([1, 3]), seed=st.integers(0, 99))
+def test_resize_area_by_integer_factors_matches_opencv(h, w, f, c, seed):
+    """INTER_AREA by fx, fy = 1 / integer on any size: blocks the image edge cuts average the pixels
+    inside (regression: odd sizes raised); the large case runs the kernel."""
+    for x in (rand_img(np.random.default_rng(seed), h, w, c), rand_img(np.random.default_rng(seed), 4 * h + 3, 4 * w + 1, c)):
+        ref = cv2.resize(x, None, fx=f[0], fy=f[1], interpolation=cv2.INTER_AREA) \
+            if round(x.shape[0] * f[1]) and round(x.shape[1] * f[0]) else None
+        if ref is None:
+            continue
+        got = arr(cv.resize(image_var(x), None, f[0], f[1], cv.INTER_AREA))
+        assert got.shape[:2] == ref.shape[:2] and maxdiff(got, ref) == 0
+
+
 def test_resize_linear_exact_and_kernel_path():
     x = rand_img(np.random.default_rng(1), 480, 640)
     got = arr(cv.resize(image_var(x), (224, 224)))  # large: runs the Numba kernel

@@ -13,7 +13,7 @@ from ...ops import registry
 from ...ops.image_color import FAST_CODES
 from ...ops.image_color import FWD3
 from ...ops.image_geometry import (CV_BORDER_CONSTANT, CV_BORDER_REPLICATE, INTER_LINEAR, INTER_LINEAR_EXACT,
-                                   resize_plan)
+                                   resize_area_int, resize_plan)
 from .kernels import cpu_kernel
 
 
@@ -46,7 +46,7 @@ def resize_image(inputs, attrs):
         sy, sx = attrs["scale"]
         plan = resize_plan(x.shape[0], x.shape[1], oh, ow, attrs["interp"], sy, sx, x.dtype)
         if plan[0] == "area_int":
-            return K.resize_area_int(x, oh, ow, plan[1], plan[2])
+            return resize_area_int(x, oh, ow, plan[1], plan[2], K.resize_area_int)
         out = K.resize_general(x, oh, ow, attrs["interp"], sy, sx)
         if out is not None:
             return out
