@@ -649,23 +649,23 @@ def _gray_rows(src, out, bidx, scn, y0, y1):
             sr = src[y]
             orow = out[y]
             for x in range(w):
-                orow[x] = np.uint8((np.int32(sr[3 * x]) * 1868 + np.int32(sr[3 * x + 1]) * 9617
-                                    + np.int32(sr[3 * x + 2]) * 4899 + 8192) >> 14)
+                orow[x] = np.uint8((np.int32(sr[3 * x]) * 3735 + np.int32(sr[3 * x + 1]) * 19235
+                                    + np.int32(sr[3 * x + 2]) * 9798 + 16384) >> 15)
     elif scn == 3:
         for y in range(y0, y1):
             sr = src[y]
             orow = out[y]
             for x in range(w):
-                orow[x] = np.uint8((np.int32(sr[3 * x + 2]) * 1868 + np.int32(sr[3 * x + 1]) * 9617
-                                    + np.int32(sr[3 * x]) * 4899 + 8192) >> 14)
+                orow[x] = np.uint8((np.int32(sr[3 * x + 2]) * 3735 + np.int32(sr[3 * x + 1]) * 19235
+                                    + np.int32(sr[3 * x]) * 9798 + 16384) >> 15)
     else:
         for y in range(y0, y1):
             sr = src[y]
             orow = out[y]
             for x in range(w):
                 i = scn * x
-                orow[x] = np.uint8((np.int32(sr[i + bidx]) * 1868 + np.int32(sr[i + 1]) * 9617
-                                    + np.int32(sr[i + 2 - bidx]) * 4899 + 8192) >> 14)
+                orow[x] = np.uint8((np.int32(sr[i + bidx]) * 3735 + np.int32(sr[i + 1]) * 19235
+                                    + np.int32(sr[i + 2 - bidx]) * 9798 + 16384) >> 15)
 
 
 @nb.njit(**_SERIAL)
