@@ -92,9 +92,17 @@ def boxFilter(src: Any, ddepth: int, ksize: Any, anchor: Any = (-1, -1), normali
         anchor, normalize = (-1, -1), anchor
     node = _image(src)
     kw, kh = size2(ksize, "ksize")
+    dt = _ddepth(ddepth, node.dtype)
+    if normalize and node.dtype == U8 and dt == U8 and (kw * kh) % 2 == 0:
+        # OpenCV rounds an 8-bit mean half up (132.5 -> 133; float taps would round to even): the
+        # exact integer sums, then floor(sum / area + 1/2) (exact: a sum / area is 1/area or more
+        # away from any other half)
+        from .. import numpy as mnp
+        sums = out_var(_sep(node, [1.0] * kw, [1.0] * kh, borderType, F32, anchor=anchor))
+        return mnp.floor(sums * np.float32(1.0 / (kw * kh)) + np.float32(0.5)).astype(np.uint8)
     sx = 1.0 / kw if normalize else 1.0
     sy = 1.0 / kh if normalize else 1.0
-    return out_var(_sep(node, [sx] * kw, [sy] * kh, borderType, _ddepth(ddepth, node.dtype), anchor=anchor))
+    return out_var(_sep(node, [sx] * kw, [sy] * kh, borderType, dt, anchor=anchor))
 
 
 def blur(src: Any, ksize: Any, anchor: Any = (-1, -1), borderType: int = 1):

@@ -332,3 +332,14 @@ def test_pass_through_of_a_placeholder_follows_its_writes() -> None:
         x = np.random.default_rng(seed).random((4, 5, 3)).astype(np.float32)
         p.write(x)
         assert np.array_equal(y.read(), x)
+
+
+@pytest.mark.parametrize("ksize", [(4, 3), (3, 4), (2, 3), (6, 1), (6, 4), (10, 10), (5, 5)])
+def test_blur_uint8_rounds_a_mean_half_up(ksize):
+    """uint8 blur with an even kernel area: exact .5 means round up as OpenCV (regression: to even);
+    small images take numpy, the large one the kernels (MNN's border 1 = OpenCV's REFLECT_101)."""
+    rng = np.random.default_rng(sum(ksize))
+    for shape in ((33, 21, 1), (160, 210, 3)):
+        x = rng.integers(0, 256, shape).astype(np.uint8)
+        ref = cv2.blur(x, ksize, borderType=cv2.BORDER_REFLECT_101)
+        assert maxdiff(cv.blur(image_var(x), ksize), ref.reshape(shape)) == 0
