@@ -85,13 +85,21 @@ def GaussianBlur(src: Any, ksize: Any, sigmaX: float, sigmaY: float = 0.0, borde
                         fixed=node.dtype == U8))
 
 
+def _box_size(ksize: Any) -> tuple[int, int]:
+    """A box filter's (width, height), both positive."""
+    kw, kh = size2(ksize, "ksize")
+    if kw <= 0 or kh <= 0:
+        raise ValueError(f"box filter: ksize must be positive, got {(kw, kh)}")
+    return kw, kh
+
+
 def boxFilter(src: Any, ddepth: int, ksize: Any, anchor: Any = (-1, -1), normalize: bool = True,
               borderType: int = 1):
     """Box filter (sum over ksize = (w, h), divided by the area when ``normalize``)."""
     if isinstance(anchor, bool):  # MNN's order: (src, ddepth, ksize, normalize, borderType)
         anchor, normalize = (-1, -1), anchor
     node = _image(src)
-    kw, kh = size2(ksize, "ksize")
+    kw, kh = _box_size(ksize)
     dt = _ddepth(ddepth, node.dtype)
     if normalize and node.dtype == U8 and dt == U8 and (kw * kh) % 2 == 0:
         # OpenCV rounds an 8-bit mean half up (132.5 -> 133; float taps would round to even): the
@@ -118,7 +126,7 @@ def sqrBoxFilter(src: Any, ddepth: int, ksize: Any, anchor: Any = (-1, -1), norm
     if isinstance(anchor, bool):
         anchor, normalize = (-1, -1), anchor
     node = _image(src)
-    kw, kh = size2(ksize, "ksize")
+    kw, kh = _box_size(ksize)
     dt = F32 if int(ddepth) < 0 or node.dtype == U8 and int(ddepth) == 0 else _ddepth(ddepth, F32)
     sx = 1.0 / kw if normalize else 1.0
     sy = 1.0 / kh if normalize else 1.0

@@ -62,6 +62,8 @@ def resize(src: Any, dsize: Any = None, fx: float | None = None, fy: float | Non
         raise ValueError("resize must set dsize or fx,fy.")
     node = as_hwc(image_node(src))
     h, w = node.shape[0], node.shape[1]
+    if h == 0 or w == 0:
+        raise ValueError(f"resize: the image is empty (shape {list(node.shape)})")
     dw, dh = (0, 0) if dsize is None else size2(dsize, "dsize")
     fx = float(fx or 0.0)
     fy = float(fy or 0.0)

@@ -343,3 +343,12 @@ def test_blur_uint8_rounds_a_mean_half_up(ksize):
         x = rng.integers(0, 256, shape).astype(np.uint8)
         ref = cv2.blur(x, ksize, borderType=cv2.BORDER_REFLECT_101)
         assert maxdiff(cv.blur(image_var(x), ksize), ref.reshape(shape)) == 0
+
+
+def test_empty_image_and_empty_box_are_clear_errors():
+    with pytest.raises(ValueError, match="empty"):
+        cv.resize(image_var(np.zeros((0, 4, 3), np.uint8)), (2, 2))
+    for call in (lambda v: cv.blur(v, (0, 3)), lambda v: cv.boxFilter(v, -1, (3, 0)),
+                 lambda v: cv.sqrBoxFilter(v, -1, (-1, 3))):
+        with pytest.raises(ValueError, match="ksize must be positive"):
+            call(image_var(np.zeros((4, 4, 3), np.uint8)))
