@@ -6,6 +6,7 @@ in the message) and infer the output shape and dtype through the op registry, be
 """
 from __future__ import annotations
 
+import math
 import numbers
 from typing import Any, Iterable, Sequence
 
@@ -96,7 +97,8 @@ def scalar_node(value: Any, dtype: np.dtype | None = None) -> Node:
 
     Nodes are immutable, so the nodes of common scalars are shared (cached).
     """
-    key = (type(value), value, dtype)
+    # -0.0 == 0.0: the sign is part of the key (a / -0.0 is not a / 0.0)
+    key = (type(value), value, dtype, isinstance(value, float) and math.copysign(1.0, value) < 0)
     try:
         hit = _SCALAR_CACHE.get(key)
     except TypeError:
@@ -203,7 +205,10 @@ def cast_node(node: Node, dtype: np.dtype) -> Node:
 
 
 def cast(x: Any, dtype: Any):
-    """``x.astype(dtype)`` as a Var (dtype narrowed to MNN's 32-bit types)."""
+    """``x.astype(dtype)`` as a Var (dtype narrowed to MNN's 32-bit types). To bool: numpy's
+    ``x != 0`` as int32 truth values (MNN has no bool type), which index as a mask."""
+    if dtype is bool or (isinstance(dtype, (type, np.dtype, str)) and np.dtype(dtype) == np.bool_):
+        return binary("not_equal", x, 0)
     return wrap(cast_node(as_node(x), as_np_dtype(dtype)))
 
 
@@ -267,9 +272,24 @@ def select(cond: Any, a: Any, b: Any):
     return wrap(make_node("select", (nc, cast_node(na, dt), cast_node(nb, dt)), fmt=_fmt_of(a, b, cond)))
 
 
+#: ops whose result is a truth value when all their inputs are (``&``, ``|``, ``^``, ``*`` of masks)
+_MASK_COMBINING = frozenset({"bitwise_and", "bitwise_or", "bitwise_xor", "mul", "minimum", "maximum"})
+#: ops that move a mask's values without changing them (a slice, reshape or transpose of a mask)
+_MASK_MOVING = frozenset({"reshape", "transpose", "broadcast_to", "slice"})
+
+
 def is_boolean(node: Node) -> bool:
-    """Whether ``node``'s int32 values are truth values (a comparison or logical op)."""
-    return node.op in BOOLEAN_OPS
+    """Whether ``node``'s int32 values are truth values: a comparison or logical op, ``signbit``,
+    a mask combined with masks by ``&``, ``|``, ``^`` or ``*``, or a mask moved by a slice,
+    reshape or transpose (numpy's boolean arrays index as masks after all of these)."""
+    op = node.op
+    if op in BOOLEAN_OPS or op == "signbit":
+        return True
+    if op in _MASK_COMBINING:
+        return all(is_boolean(i) for i in node.inputs)
+    if op in _MASK_MOVING and node.inputs:
+        return is_boolean(node.inputs[0])
+    return False
 
 
 # ---------------------------------------------------------------- axes and shapes

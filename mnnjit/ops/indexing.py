@@ -95,6 +95,8 @@ def _basic(node: Node, items: list[tuple[str, Any]]):
             if it.step == 0:
                 raise ValueError("slice step cannot be zero")
             b, e, s = it.indices(n)
+            if not len(range(b, e, s)):
+                b, e, s = 0, 0, 1   # empty (a negative step from below -n gives begin -1: not "the last")
             begin.append(b), end.append(e), step.append(s)
             out_shape.append(len(range(b, e, s)))
         dim += 1

@@ -27,7 +27,7 @@ from functools import lru_cache
 from ...compiler.fusion import GroupSpec
 from ...ops import registry
 
-CODEGEN_VERSION = 13  # bump when generated code or intrinsics.py change (kernel cache directory)
+CODEGEN_VERSION = 14  # bump when generated code or intrinsics.py change (kernel cache directory)
 
 
 @dataclass(frozen=True)
@@ -273,10 +273,12 @@ def gen_strided(spec: GroupSpec, modes: tuple, ndim: int, cache: bool = True, pa
         src += ["    for t in prange(outer * nb):",
                 "        o = t // nb",
                 "        jb = t - o * nb",
-                "        rem = o"]
+                "        rem = o + 0"]
     else:  # one block per row (nb == 1): no division in the loop, the compiler can vectorise
+        # (``o + 0``: a plain copy of the prange index that is then overwritten made Numba's parfor
+        # pass refuse some kernels, "Overwrite of parallel loop index", e.g. uint8 ``x == x``)
         src += [f"    for o in {'prange' if parallel else 'range'}(outer):",
-                "        rem = o"]
+                "        rem = o + 0"]
     for d in range(last - 1, -1, -1):
         if d == 0:
             src.append("        i0 = rem")
@@ -377,7 +379,7 @@ def gen_reduce(spec: GroupSpec, modes: tuple, nk: int, nr: int, cache: bool = Tr
     src += ["    for t in prange(K * P):",
             "        o = t // P",
             "        p = t - o * P",
-            "        rem = o"]
+            "        rem = o + 0"]
     for d in range(nk - 1, -1, -1):
         if d == 0:
             src.append("        i0 = rem")

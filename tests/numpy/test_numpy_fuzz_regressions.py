@@ -1,0 +1,76 @@
+"""Fixed cases found by a differential fuzz against numpy (session 9), on the numpy path and on
+compiled kernels (threshold 0)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import mnnjit.numpy as mnp
+from mnnjit import compiler
+
+
+@pytest.fixture(params=["numpy path", "compiled"])
+def path(request):
+    compiler.set_threshold(0 if request.param == "compiled" else None)
+    yield request.param
+    compiler.set_threshold(None)
+
+
+def test_negative_zero_scalar_keeps_its_sign(path):
+    """-0.0 and 0.0 compare equal: the shared scalar nodes must not swap them."""
+    a = np.float32([1.0, -1.0, 0.5])
+    for s in (0.0, -0.0, 0.0):
+        with np.errstate(divide="ignore"):
+            assert np.array_equal(mnp.array(a) / s, a / np.float32(s))
+        assert np.array_equal(mnp.copysign(mnp.array(a), s).read(), np.copysign(a, np.float32(s)))
+
+
+MASKS = {
+    "and": lambda x: (x > 0) & (x < 3),
+    "or": lambda x: (x < -1) | (x > 2),
+    "xor": lambda x: (x > 0) ^ (x > 2),
+    "times": lambda x: (x > 0) * (x < 3),
+    "signbit": lambda x: np.signbit(x) if isinstance(x, np.ndarray) else mnp.signbit(x),
+    "reversed": lambda x: (x > 0)[::-1],
+    "reshaped": lambda x: (x > 0).reshape(2, 3).reshape(6),
+    "not of and": lambda x: ~((x > 0) & (x < 3)),
+    "astype bool": lambda x: x.astype(bool),
+}
+
+
+@pytest.mark.parametrize("name", sorted(MASKS))
+def test_combined_and_moved_masks_index_as_masks(name, path):
+    x = np.float32([-2, -1, 0, 1, 2, 3])
+    mask = MASKS[name]
+    v = mnp.array(x)
+    assert np.array_equal(v[mask(v)].read(), x[mask(x)])
+    y = np.arange(6, dtype=np.int32)
+    w = mnp.array(y)
+    w[mask(mnp.array(x))] = 0
+    y[mask(x)] = 0
+    assert np.array_equal(w.read(), y)
+
+
+def test_astype_bool_is_nonzero(path):
+    x = np.float32([-2, -0.5, 0, 0.5, np.nan])
+    got = mnp.array(x).astype(bool).read()
+    assert got.dtype == np.int32 and np.array_equal(got, x.astype(bool).astype(np.int32))
+
+
+@pytest.mark.parametrize("key", [slice(-7, 1, -2), slice(-6, None, -1), slice(-2 ** 40, None, -1),
+                                 slice(None, -9, 1), slice(9, None, 1)])
+def test_empty_slices_from_out_of_range_starts(key, path):
+    x = np.arange(5, dtype=np.int32)
+    assert np.array_equal(mnp.array(x)[key].read(), x[key])
+    y = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+    assert mnp.array(y)[key].shape == list(y[key].shape)
+
+
+@pytest.mark.parametrize("name", ["exp", "expm1", "sign", "tanh"])
+def test_nan_stays_nan(name, path):
+    x = np.float32([np.nan, np.inf, -np.inf, 0.0, 1.0, -100.0, 100.0])
+    with np.errstate(all="ignore"):
+        want = getattr(np, name)(x)
+    got = getattr(mnp, name)(mnp.array(x)).read()
+    assert np.array_equal(np.isnan(got), np.isnan(want))
+    assert np.allclose(got, want, rtol=1e-6, equal_nan=True)
