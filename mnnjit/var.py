@@ -294,6 +294,10 @@ class Var:
             raise TypeError("len() of unsized object")
         return self._node.shape[0]
 
+    def __contains__(self, value: Any) -> bool:
+        """numpy's ``value in a``: whether any element equals ``value`` (any shape)."""
+        return bool(np.asarray(B.binary("equal", self, value).read()).any())
+
     def __iter__(self) -> Iterator[Any]:
         if not self._node.shape:
             raise TypeError("iteration over a 0-d array")

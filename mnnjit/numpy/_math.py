@@ -201,7 +201,7 @@ def modf(x: Any, out: Any = None) -> tuple[Var, Var]:
     """Fractional and integral parts (both with ``x``'s sign; float32)."""
     f = var(to_float(x))
     ip = B.unary("trunc", f)
-    frac = B.binary("sub", f, ip)
+    frac = B.binary("copysign", B.binary("sub", f, ip), f)   # -3.0 -> (-0.0, -3.0)
     frac = B.select(B.unary("isinf", f), B.binary("copysign", 0.0, f), frac)
     return _finish_pair((frac, ip), out)
 

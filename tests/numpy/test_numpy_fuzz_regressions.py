@@ -74,3 +74,16 @@ def test_nan_stays_nan(name, path):
     got = getattr(mnp, name)(mnp.array(x)).read()
     assert np.array_equal(np.isnan(got), np.isnan(want))
     assert np.allclose(got, want, rtol=1e-6, equal_nan=True)
+
+
+def test_in_looks_at_every_element(path):
+    v = mnp.array(np.arange(6, dtype=np.float32).reshape(2, 3))
+    assert 3.0 in v and 5 in v and 7.0 not in v and -1 not in v
+
+
+def test_modf_fraction_keeps_the_sign_of_zero(path):
+    x = np.float32([-0.0, -3.0, 2.0, -2.5, np.inf, -np.inf])
+    frac, whole = mnp.modf(mnp.array(x))
+    want_f, want_w = np.modf(x)
+    assert np.array_equal(np.signbit(frac.read()), np.signbit(want_f))
+    assert np.array_equal(frac.read(), want_f) and np.array_equal(whole.read(), want_w)
