@@ -204,10 +204,18 @@ def cast_node(node: Node, dtype: np.dtype) -> Node:
     return make_node("cast", (node,), {"dtype": dtype})
 
 
+def _is_bool_dtype(dtype: Any) -> bool:
+    """Whether ``dtype`` names numpy's bool (``bool``, ``np.bool_``, ``"bool"``, ``"?"``)."""
+    try:
+        return dtype is bool or np.dtype(dtype) == np.bool_
+    except TypeError:       # not a numpy dtype (MNN's dtype enum): as_np_dtype decides
+        return False
+
+
 def cast(x: Any, dtype: Any):
     """``x.astype(dtype)`` as a Var (dtype narrowed to MNN's 32-bit types). To bool: numpy's
     ``x != 0`` as int32 truth values (MNN has no bool type), which index as a mask."""
-    if dtype is bool or (isinstance(dtype, (type, np.dtype, str)) and np.dtype(dtype) == np.bool_):
+    if _is_bool_dtype(dtype):
         return binary("not_equal", x, 0)
     return wrap(cast_node(as_node(x), as_np_dtype(dtype)))
 
@@ -280,7 +288,7 @@ _MASK_MOVING = frozenset({"reshape", "transpose", "broadcast_to", "slice"})
 
 def is_boolean(node: Node) -> bool:
     """Whether ``node``'s int32 values are truth values: a comparison or logical op, ``signbit``,
-    a mask combined with masks by ``&``, ``|``, ``^`` or ``*``, or a mask moved by a slice,
+    a mask combined with masks by ``&``, ``|``, ``^``, ``*``, minimum or maximum, or a mask moved by a slice,
     reshape or transpose (numpy's boolean arrays index as masks after all of these)."""
     op = node.op
     if op in BOOLEAN_OPS or op == "signbit":

@@ -132,6 +132,8 @@ def _stack_bgr(b, g, r, bidx: int, dcn: int, alpha) -> np.ndarray:
 
 #: OpenCV 5's fixed-point luma weights of B, G, R (15 bits; OpenCV 4 used 1868, 9617, 4899 >> 14: the
 #: two differ by one in ~0.5 % of random pixels; these match cv2 5.0 on every pixel of 40000)
+#: (``backends/cpu/cv_kernels._gray_rows`` compiles them in and Numba's cache keys on that file only:
+#: changing them needs that file touched too)
 GRAY_B, GRAY_G, GRAY_R, GRAY_SHIFT = 3735, 19235, 9798, 15
 
 

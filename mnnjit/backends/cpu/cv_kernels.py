@@ -22,6 +22,7 @@ from llvmlite import ir
 from numba import types
 from numba.extending import intrinsic
 
+from ...ops.image_color import GRAY_B, GRAY_G, GRAY_R, GRAY_SHIFT
 from ...ops.image_geometry import CV_BORDER_CONSTANT, CV_BORDER_REPLICATE, linear_taps, INTER_LINEAR
 
 _SERIAL = dict(cache=True, nogil=True, boundscheck=False, error_model="numpy")
@@ -649,23 +650,23 @@ def _gray_rows(src, out, bidx, scn, y0, y1):
             sr = src[y]
             orow = out[y]
             for x in range(w):
-                orow[x] = np.uint8((np.int32(sr[3 * x]) * 3735 + np.int32(sr[3 * x + 1]) * 19235
-                                    + np.int32(sr[3 * x + 2]) * 9798 + 16384) >> 15)
+                orow[x] = np.uint8((np.int32(sr[3 * x]) * GRAY_B + np.int32(sr[3 * x + 1]) * GRAY_G
+                                    + np.int32(sr[3 * x + 2]) * GRAY_R + (1 << (GRAY_SHIFT - 1))) >> GRAY_SHIFT)
     elif scn == 3:
         for y in range(y0, y1):
             sr = src[y]
             orow = out[y]
             for x in range(w):
-                orow[x] = np.uint8((np.int32(sr[3 * x + 2]) * 3735 + np.int32(sr[3 * x + 1]) * 19235
-                                    + np.int32(sr[3 * x]) * 9798 + 16384) >> 15)
+                orow[x] = np.uint8((np.int32(sr[3 * x + 2]) * GRAY_B + np.int32(sr[3 * x + 1]) * GRAY_G
+                                    + np.int32(sr[3 * x]) * GRAY_R + (1 << (GRAY_SHIFT - 1))) >> GRAY_SHIFT)
     else:
         for y in range(y0, y1):
             sr = src[y]
             orow = out[y]
             for x in range(w):
                 i = scn * x
-                orow[x] = np.uint8((np.int32(sr[i + bidx]) * 3735 + np.int32(sr[i + 1]) * 19235
-                                    + np.int32(sr[i + 2 - bidx]) * 9798 + 16384) >> 15)
+                orow[x] = np.uint8((np.int32(sr[i + bidx]) * GRAY_B + np.int32(sr[i + 1]) * GRAY_G
+                                    + np.int32(sr[i + 2 - bidx]) * GRAY_R + (1 << (GRAY_SHIFT - 1))) >> GRAY_SHIFT)
 
 
 @nb.njit(**_SERIAL)
