@@ -186,6 +186,52 @@ def test_depthwise_then_1x1_fuse_and_match(c, o, hw, residual, threads, seed):
         assert np.abs(got - ref).max() <= tol * max(1.0, float(np.abs(ref).max()))
 
 
+@settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from([3, 8]), st.sampled_from([24, 32]), st.sampled_from([(2, 1), (2, 0)]),
+       st.sampled_from([(112, 112), (150, 90)]), st.sampled_from([1, 2]), st.integers(0, 2**16))
+def test_stem_conv_runs_inside_the_depthwise_1x1_step(cin, c, stride_pad, hw, threads, seed):
+    """conv 3x3 stride 2 -> relu6 -> 3x3 depthwise -> relu6 -> 1x1, MobileNetV2's first layers
+    (a stride-1 3x3 convolution runs as Winograd instead): the convolution runs inside the fused ``dwpw`` step (no ``conv`` step, its output
+    never stored) and the reference plan's numbers come out."""
+    from mnnjit_models_fixtures import _Builder
+    stride, pad = stride_pad
+    b = _Builder(seed)
+    six = (b.init(np.array(0.0, np.float32), "lo"), b.init(np.array(6.0, np.float32), "hi"))
+    bias = lambda n: b.init(b.rng.standard_normal(n).astype(np.float32), "b")  # noqa: E731
+    s = b.op("Clip", [b.op("Conv", ["x", b.weight((c, cin, 3, 3)), bias(c)], kernel_shape=[3, 3],
+                           strides=[stride, stride], pads=[pad] * 4), *six])
+    d = b.op("Clip", [b.op("Conv", [s, b.weight((c, 1, 3, 3)), bias(c)], kernel_shape=[3, 3],
+                           pads=[1, 1, 1, 1], group=c), *six])
+    y = b.op("Conv", [d, b.weight((16, c, 1, 1)), bias(16)], kernel_shape=[1, 1])
+    h, w = hw
+    oh, ow = (h + 2 * pad - 3) // stride + 1, (w + 2 * pad - 3) // stride + 1
+    path, x, ref = _save_with_reference(b, y, f"stem_{cin}_{c}_{stride}{pad}_{h}_{seed}",
+                                        (1, cin, h, w), (1, 16, oh, ow), seed)
+    got, steps = _kernel_plan_run(path, x, {"numThread": threads})
+    kinds = [st_[0] for st_ in steps]
+    assert "dwpw" in kinds and not {"conv", "wino", "dw"} & set(kinds)
+    fused = steps[kinds.index("dwpw")][1]
+    assert fused.pre is not None and fused.in_shape == (1, cin, h, w)
+    assert np.abs(got - ref).max() <= 1e-4 * max(1.0, float(np.abs(ref).max()))
+
+
+def test_activation_buffers_share_one_huge_page_arena(shared_dir):
+    """The pooled buffers are page-aligned, disjoint pieces of one allocation that starts on a
+    2 MB boundary (transparent huge pages where the kernel gives them)."""
+    from mnnjit.backends.cpu.net_exec import HUGE_PAGE
+    path = os.path.join(shared_dir, "models", "mobilenetv2.mnn")
+    x = np.random.default_rng(0).standard_normal((1, 3, 224, 224)).astype(np.float32)
+    m = MNN.nn.load_module_from_file(path, ["x"], [])
+    m.forward(MNN.expr.const(x, [1, 3, 224, 224]))
+    raws = m._last_plan._raw
+    assert len(raws) >= 2
+    bases = {r.base.ctypes.data if r.base is not None else None for r in raws}
+    assert len(bases) == 1 and None not in bases
+    spans = sorted((r.ctypes.data, r.ctypes.data + r.nbytes) for r in raws)
+    assert spans[0][0] % HUGE_PAGE == 0 and all(a % 4096 == 0 for a, _ in spans)
+    assert all(e <= a for (_, e), (a, _) in zip(spans, spans[1:]))
+
+
 @settings(max_examples=5, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.integers(1, 4), st.integers(1, 24), st.integers(1, 40), st.booleans(), st.booleans(),
        st.integers(0, 2**16))

@@ -24,14 +24,14 @@ import numpy as np
 from . import numba_setup  # noqa: F401  (first: OpenMP policy, cross-process compile lock)
 from numba import get_num_threads, njit, prange
 
-from .conv_gemm import ConvGemm, _aligned_rows, _one_tile, _pack_tail
+from .conv_gemm import ConvGemm, _aligned_rows, _im2col, _one_tile, _pack_tail, _tile
 from .depthwise import Depthwise
 from .depthwise_flat import _edge_masks, _s1_rows
 from .fp16 import load
 from .fp16_kernels import _keep_alive
 from .gemm_tile import MR, NR
 
-__all__ = ["DepthwisePointwise", "band_rows", "fusable"]
+__all__ = ["DepthwisePointwise", "band_rows", "fusable", "pre_fits"]
 
 #: a band's rows: its depthwise output (all channels) about this many bytes, and at least
 #: :data:`MIN_COLS` pixels (every band reads all the 1x1 weights; 1 thread, input in L3,
@@ -60,17 +60,49 @@ def fusable(dw: Depthwise, pw: ConvGemm, storage: np.dtype, threads: int) -> boo
     return N * -(-H // band_rows(C, H, W)) >= 2 * max(1, threads)
 
 
+def pre_fits(pre: ConvGemm, dw: Depthwise) -> bool:
+    """Whether the convolution ``pre`` producing the depthwise layer ``dw``'s input can run
+    inside the fused kernel (:class:`DepthwisePointwise` with ``pre``): an ungrouped convolution
+    through im2col with float panels and an activation the micro-kernel applies."""
+    return (not pre.direct and pre.group == 1 and not pre.narrow and pre.w.kind == 0
+            and pre.act in (0, 1, 2) and tuple(pre.out_shape) == tuple(dw.in_shape))
+
+
 def _layers_fit(dw: Depthwise, pw: ConvGemm) -> bool:
     return (dw.path == "flat_s1" and pw.direct and pw.group == 1 and not pw.narrow
             and pw.w.kind == 0 and tuple(dw.out_shape) == tuple(pw.in_shape))
 
 
+@njit(inline="always")
+def _pre_rows(x, n, pre, pre_w, pre_bias, col, srow, ya, yb, off, W):
+    """Rows ``ya`` .. ``yb - 1`` of the producing convolution's output (all its channels) into
+    ``srow`` [channels padded to whole panels, ldS] from column ``1 + off * W``: an im2col block
+    of those output pixels and micro-kernel tiles (the last block's padding columns land in
+    scratch the depthwise part never reads as data)."""
+    Cs, Hs, Ws, kh, kw, sh, sw, pt, pl, dh, dw, act = pre
+    Ks = Cs * kh * kw
+    ncol = (yb - ya) * W
+    _im2col(x.reshape(x.shape[0], Cs, Hs * Ws), n, 0, Cs, Hs, Ws, kh, kw, sh, sw, pt, pl, dh, dw, W,
+            ya * W, ncol, col)
+    npre = srow.shape[0] // MR
+    lds = srow.shape[1]
+    for jb in range((ncol + NR - 1) // NR):
+        bp = col.ctypes.data + 4 * jb * NR
+        for q in range(npre):
+            cp = srow.ctypes.data + 4 * (q * MR * lds + 1 + off * W + jb * NR)
+            _tile(pre_w[q * Ks * MR:(q + 1) * Ks * MR], srow, bp, col.shape[1], cp, lds, Ks,
+                  pre_bias.ctypes.data + 4 * q * MR, act, 0, 0)
+
+
 @njit(cache=True)
-def _dwpw_task(x, dw_w, dw_b, dw_act, wp, bias, out, res, has_res, act, R, nchunk, task):
+def _dwpw_task(x, pre, pre_w, pre_bias, dw_w, dw_b, dw_act, wp, bias, out, res, has_res, act,
+               dims, R, nchunk, task):
     """One task of :func:`_k_dw_pw` (image ``task // nchunk``, its chunk of row bands), serial."""
-    N, C, H, W = x.shape
+    C, H, W = dims
+    N = x.shape[0]
     O = out.shape[1]
     P = H * W
+    has_pre = pre[0] > 0
     n = task // nchunk
     ch = task % nchunk
     nband = (H + R - 1) // R
@@ -78,14 +110,19 @@ def _dwpw_task(x, dw_w, dw_b, dw_act, wp, bias, out, res, has_res, act, R, nchun
     b1 = (ch + 1) * nband // nchunk
     if b1 <= b0:
         return
-    planes = x.reshape(N * C, P)
     out3 = out.reshape(N, O, P)
     res3 = res.reshape(N, O, P)
     npg = (O + MR - 1) // MR
     reg_act = act if act <= 2 and not has_res else 0
     ldb = (R * W + NR - 1) // NR * NR
     mid = _aligned_rows(C, ldb, np.float32)
-    # the band's input rows r0-1 .. r1 (zeros outside the plane), one guard value either side
+    # per channel: the band's input rows r0-1 .. r1 (zeros outside the plane) between one guard
+    # value either side; with a producing convolution, all channels computed here (its padding
+    # rows to a whole panel and its last block's padding columns included)
+    lds = ((R + 2) * W + 2 + NR + NR - 1) // NR * NR
+    srow = _aligned_rows((C + MR - 1) // MR * MR if has_pre else 1, lds, np.float32)
+    Ks = pre[1] * pre[4] * pre[5] if has_pre else 1
+    col = np.zeros((Ks, (((R + 2) * W + NR - 1) // NR * NR) if has_pre else 1), np.float32)
     buf = np.zeros((R + 2) * W + 2, np.float32)
     ml = np.empty(R * W, np.float32)
     mr = np.empty(R * W, np.float32)
@@ -94,23 +131,47 @@ def _dwpw_task(x, dw_w, dw_b, dw_act, wp, bias, out, res, has_res, act, R, nchun
     btile = np.empty((C, NR), np.float32)
     ctile = np.empty(MR * NR, np.float32)
     bblk = np.empty((1, NR), np.float32)
+    planes = x.reshape(N * x.shape[1], x.shape[2] * x.shape[3])
     for band in range(b0, b1):
         r0 = band * R
         nr = min(H, r0 + R) - r0
         ncol = nr * W
-        for c in range(C):
-            plane = planes[n * C + c]
-            for rr in range(nr + 2):
-                y = r0 - 1 + rr
-                seg = buf[1 + rr * W:1 + (rr + 1) * W]
-                if 0 <= y < H:
-                    src = plane[y * W:(y + 1) * W]
+        if has_pre:
+            ya = max(0, r0 - 1)
+            if band > b0:
+                # rows r0-1 and r0 were the last two of the previous band
+                for c in range(C):
+                    sr = srow[c]
+                    for j in range(2 * W):
+                        sr[1 + j] = sr[1 + R * W + j]
+                ya = r0 + 1
+            yb = min(H, r0 + nr + 1)
+            if yb > ya:
+                _pre_rows(x, n, pre[1:], pre_w, pre_bias, col, srow, ya, yb, ya - (r0 - 1), W)
+            for c in range(C):
+                sr = srow[c]
+                sr[0] = np.float32(0.0)
+                if r0 == 0:
                     for j in range(W):
-                        seg[j] = load(src, j)
-                else:
+                        sr[1 + j] = np.float32(0.0)
+                if r0 + nr == H:
                     for j in range(W):
-                        seg[j] = np.float32(0.0)
-            _s1_rows(buf, ncol, W, ml, mr, acc, dw_w[c], dw_b[c], mid[c], dw_act)
+                        sr[1 + (nr + 1) * W + j] = np.float32(0.0)
+                _s1_rows(sr, ncol, W, ml, mr, acc, dw_w[c], dw_b[c], mid[c], dw_act)
+        else:
+            for c in range(C):
+                plane = planes[n * C + c]
+                for rr in range(nr + 2):
+                    y = r0 - 1 + rr
+                    seg = buf[1 + rr * W:1 + (rr + 1) * W]
+                    if 0 <= y < H:
+                        src = plane[y * W:(y + 1) * W]
+                        for j in range(W):
+                            seg[j] = load(src, j)
+                    else:
+                        for j in range(W):
+                            seg[j] = np.float32(0.0)
+                _s1_rows(buf, ncol, W, ml, mr, acc, dw_w[c], dw_b[c], mid[c], dw_act)
         nfull = ncol // NR
         tail = ncol - nfull * NR
         if tail:
@@ -122,32 +183,57 @@ def _dwpw_task(x, dw_w, dw_b, dw_act, wp, bias, out, res, has_res, act, R, nchun
                           bblk, False)
     _keep_alive(mid, btile)
     _keep_alive(ctile, bblk)
+    _keep_alive(srow, col)
 
 
 @njit(parallel=True, cache=True)
-def _k_dw_pw(x, dw_w, dw_b, dw_act, wp, bias, out, res, has_res, act, R, nchunk):
-    """out = act(1x1 conv(depthwise 3x3 s1 p1(x)) [+ res]) for float32 ``x`` [N, C, H, W] and
-    ``out`` [N, O, H, W]; ``wp`` the 1x1 layer's packed panels and padded bias as in
-    :func:`.conv_gemm._k_conv_gemm`. Tasks: (image, chunk of bands of ``R`` rows)."""
+def _k_dw_pw(x, pre, pre_w, pre_bias, dw_w, dw_b, dw_act, wp, bias, out, res, has_res, act,
+             dims, R, nchunk):
+    """out = act(1x1 conv(depthwise 3x3 s1 p1(y)) [+ res]) for float32 ``out`` [N, O, H, W]
+    where ``y`` [N, C, H, W] (``dims`` = (C, H, W)) is ``x`` itself, or with ``pre[0]`` the
+    output of a convolution of ``x`` computed band by band (``pre`` = (1, Cs, Hs, Ws, kh, kw, sh,
+    sw, pt, pl, dh, dw, act) and its panels / padded bias ``pre_w`` / ``pre_bias``); ``wp`` the
+    1x1 layer's packed panels and padded bias as in :func:`.conv_gemm._k_conv_gemm`. Tasks:
+    (image, chunk of bands of ``R`` rows)."""
     for task in prange(x.shape[0] * nchunk):
-        _dwpw_task(x, dw_w, dw_b, dw_act, wp, bias, out, res, has_res, act, R, nchunk, task)
+        _dwpw_task(x, pre, pre_w, pre_bias, dw_w, dw_b, dw_act, wp, bias, out, res, has_res,
+                   act, dims, R, nchunk, task)
 
 
 class DepthwisePointwise:
     """A prepared :class:`.depthwise.Depthwise` (3x3, stride 1, pads 1) and the 1x1
     :class:`.conv_gemm.ConvGemm` it feeds, as one kernel; ``run(x, out, res=None)``. The 1x1
     layer's activation is read at launch (a residual fold may set it after construction).
-    Whether fusing pays: :func:`fusable`."""
+    Whether fusing pays: :func:`fusable`.
+
+    With ``pre`` (a convolution producing the depthwise layer's input, :func:`pre_fits`) the
+    kernel takes ``pre``'s input and computes its output band by band, each task keeping the
+    two rows its next band shares with the last: that tensor (MobileNetV2's stem output,
+    32x112x112) never goes to memory."""
 
     def __init__(self, dw: Depthwise, pw: ConvGemm, threads: Optional[int] = None,
-                 rows: Optional[int] = None) -> None:
+                 rows: Optional[int] = None, pre: Optional[ConvGemm] = None) -> None:
         threads = threads or get_num_threads()
         if not _layers_fit(dw, pw):
             raise ValueError("depthwise+1x1: needs a 3x3 stride-1 pads-1 depthwise layer feeding "
                              "an ungrouped unpadded 1x1 layer with float weights of its shape")
-        self.dw, self.pw = dw, pw
-        self.in_shape, self.out_shape = dw.in_shape, pw.out_shape
+        if pre is not None and not pre_fits(pre, dw):
+            raise ValueError("depthwise+1x1: the producing convolution must be an ungrouped "
+                             "float convolution with relu/relu6 or no activation giving the "
+                             "depthwise layer's input shape")
+        self.dw, self.pw, self.pre = dw, pw, pre
+        self.in_shape = dw.in_shape if pre is None else pre.in_shape
+        self.out_shape = pw.out_shape
         N, C, H, W = dw.in_shape
+        if pre is None:
+            self._pre = ((0,) * 13, np.zeros(1, np.float32), np.zeros(1, np.float32))
+        else:
+            (kh, kw), (sh, sw), (pt, _, pl, _), (dh, dwl) = pre.kernel, pre.stride, pre.pads, \
+                pre.dilation
+            self._pre = ((1,) + tuple(int(v) for v in (pre.in_shape[1], pre.in_shape[2],
+                                                       pre.in_shape[3], kh, kw, sh, sw, pt, pl,
+                                                       dh, dwl, pre.act)),
+                         pre.w.panels, pre.bias)
         #: output rows per band (:func:`band_rows` unless given)
         self.rows = band_rows(C, H, W) if rows is None else max(1, min(H, int(rows)))
         nband = -(-H // self.rows)
@@ -181,6 +267,7 @@ class DepthwisePointwise:
                 raise ValueError(f"depthwise+1x1: the {name} must be a C-contiguous float32 "
                                  f"array of shape {list(shape)}, got {a.dtype} {list(a.shape)}")
         pw, dw = self.pw, self.dw
-        return _k_dw_pw, (x, dw.w, dw.bias, dw.args[8], pw.w.panels, pw.bias, out,
-                          out if res is None else res, res is not None, pw.act, self.rows,
-                          self.nchunk)
+        pre, pre_w, pre_bias = self._pre
+        return _k_dw_pw, (x, pre, pre_w, pre_bias, dw.w, dw.bias, dw.args[8], pw.w.panels,
+                          pw.bias, out, out if res is None else res, res is not None, pw.act,
+                          tuple(int(v) for v in dw.in_shape[1:]), self.rows, self.nchunk)
