@@ -157,6 +157,37 @@ def test_inverted_residual_blocks_fuse_and_match(c, t, hw, stride, relu_after, s
         assert np.abs(got - ref).max() <= tol * max(1.0, float(np.abs(ref).max()))
 
 
+@settings(max_examples=3, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from([8, 24]), st.sampled_from([56, 61]), st.booleans(), st.sampled_from([1, 2]),
+       st.integers(0, 2**16))
+def test_large_inverted_residual_block_runs_as_one_step(c, hw, relu_after, threads, seed):
+    """1x1 expand -> relu6 -> 3x3 depthwise -> relu6 -> 1x1 project + input, with an expanded
+    tensor over EXPANDED_FUSE_MIN_BYTES (144 channels of 56x56 or more): one fused step (the
+    residual's ``convres`` over a :class:`DepthwisePointwise` taking the expansion), the
+    reference plan's numbers."""
+    from mnnjit.backends.cpu.net_exec import EXPANDED_FUSE_MIN_BYTES
+    from mnnjit_models_fixtures import _Builder
+    t = 144
+    assert t * hw * hw * 4 >= EXPANDED_FUSE_MIN_BYTES
+    b = _Builder(seed)
+    six = (b.init(np.array(0.0, np.float32), "lo"), b.init(np.array(6.0, np.float32), "hi"))
+    bias = lambda o: b.init(b.rng.standard_normal(o).astype(np.float32), "b")  # noqa: E731
+    e = b.op("Clip", [b.op("Conv", ["x", b.weight((t, c, 1, 1)), bias(t)], kernel_shape=[1, 1]), *six])
+    d = b.op("Clip", [b.op("Conv", [e, b.weight((t, 1, 3, 3)), bias(t)], kernel_shape=[3, 3],
+                           pads=[1, 1, 1, 1], group=t), *six])
+    y = b.op("Add", ["x", b.op("Conv", [d, b.weight((c, t, 1, 1)), bias(c)], kernel_shape=[1, 1])])
+    if relu_after:
+        y = b.op("Relu", [y])
+    path, x, ref = _save_with_reference(b, y, f"irb_big_{c}_{hw}_{relu_after}_{seed}",
+                                        (1, c, hw, hw), (1, c, hw, hw), seed)
+    got, steps = _kernel_plan_run(path, x, {"numThread": threads})
+    kinds = [st_[0] for st_ in steps]
+    assert "xdw" not in kinds and "conv" not in kinds and "dw" not in kinds
+    op = steps[kinds.index("convres")][1]
+    assert type(op).__name__ == "DepthwisePointwise" and op.pre is not None and op.pre.direct
+    assert np.abs(got - ref).max() <= 1e-4 * max(1.0, float(np.abs(ref).max()))
+
+
 @settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.sampled_from([24, 32]), st.integers(1, 40), st.sampled_from([48, 64]), st.booleans(),
        st.sampled_from([1, 2]), st.integers(0, 2**16))

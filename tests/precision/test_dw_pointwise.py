@@ -99,20 +99,21 @@ def test_refused_layers_and_arrays():
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.integers(1, 2), st.integers(1, 5), st.integers(1, 20), st.integers(1, 20),
-       st.integers(3, 40), st.integers(3, 40), st.sampled_from([(1, 1), (2, 1), (2, 0), (1, 0)]),
+       st.integers(3, 40), st.integers(3, 40),
+       st.sampled_from([(3, 1, 1), (3, 2, 1), (3, 2, 0), (3, 1, 0), (1, 1, 0)]),
        st.sampled_from(["", "relu", "relu6"]), st.sampled_from([1, 2]),
        st.sampled_from([None, 1, 2, 3]), st.booleans(), st.integers(0, 2**31))
-def test_producing_conv_inside_matches_three_kernels(n, cin, c, o, h, w, stride_pad, act0, threads,
+def test_producing_conv_inside_matches_three_kernels(n, cin, c, o, h, w, kernel, act0, threads,
                                                      rows, residual, seed):
-    """With ``pre`` (the convolution whose output the depthwise layer reads, computed band by
-    band, two rows carried from band to band): the same numbers as the three kernels run apart,
-    for any band height, plane edge, stride and padding."""
-    stride, pad = stride_pad
+    """With ``pre`` (the convolution whose output the depthwise layer reads - a stem, or a 1x1
+    expansion - computed band by band, two rows carried from band to band): the same numbers as
+    the three kernels run apart, for any band height, plane edge, stride and padding."""
+    k, stride, pad = kernel
     rng = np.random.default_rng(seed)
     x = rng.standard_normal((n, cin, h, w)).astype(np.float32)
-    w0 = rng.standard_normal((c, cin * 9)).astype(np.float32)
+    w0 = rng.standard_normal((c, cin * k * k)).astype(np.float32)
     pre = K.ConvGemm(K.PackedWeights.from_dense(w0), rng.standard_normal(c).astype(np.float32),
-                     x.shape, (3, 3), (stride, stride), (pad,) * 4, (1, 1), 1, act0, threads)
+                     x.shape, (k, k), (stride, stride), (pad,) * 4, (1, 1), 1, act0, threads)
     _, _, d, p = _layers(n, c, o, *pre.out_shape[2:], "relu6", "", seed, threads)
     res = rng.standard_normal(p.out_shape).astype(np.float32) if residual else None
     f = DepthwisePointwise(d, p, threads, rows, pre=pre)
@@ -127,14 +128,14 @@ def test_producing_conv_inside_matches_three_kernels(n, cin, c, o, h, w, stride_
 
 
 def test_producing_conv_refused():
-    """Producing convolutions the fused kernel cannot take (a 1x1 one, an activation it does not
+    """Producing convolutions the fused kernel cannot take (grouped, an activation it does not
     apply in registers, the wrong output shape) raise; ``pre_fits`` says so beforehand."""
     _, _, d, p = _layers(1, 8, 8, 20, 20, "", "", 1)
     w0 = K.PackedWeights.from_dense(np.ones((8, 27), np.float32))
     good = K.ConvGemm(w0, None, (1, 3, 40, 40), (3, 3), (2, 2), (1, 1, 1, 1))
     assert pre_fits(good, d)
-    bad = [K.ConvGemm(K.PackedWeights.from_dense(np.ones((8, 3), np.float32)), None, (1, 3, 20, 20),
-                      (1, 1)),
+    bad = [K.ConvGemm(K.pack_grouped(np.ones((8, 9), np.float32), 2), None, (1, 2, 40, 40), (3, 3),
+                      (2, 2), (1, 1, 1, 1), group=2),
            K.ConvGemm(w0, None, (1, 3, 40, 40), (3, 3), (2, 2), (1, 1, 1, 1), act="sigmoid"),
            K.ConvGemm(w0, None, (1, 3, 42, 42), (3, 3), (2, 2), (1, 1, 1, 1))]
     for b in bad:

@@ -13,6 +13,13 @@ The depthwise part is :func:`.depthwise_flat._s1_rows` on a copy of the band's i
 zero row above and below where the plane ends (3x3, pads 1, stride 1, dilation 1). float32
 storage and float weight panels only; other layers run as two steps.
 
+The convolution producing the depthwise input can run inside too (``pre``): a stem (3x3 stride
+2 on the image) or the 1x1 expansion of an inverted residual block. Each band then computes its
+input rows from ``pre``'s input (im2col block, micro-kernel tiles) into the per-channel row
+buffers the depthwise part reads, and keeps the two rows the next band shares. A whole
+MobileNetV2 block (24 -> 144 -> 24 on 56x56) keeps only its 24-channel input and output in
+memory.
+
 This module imports numba: import it lazily.
 """
 from __future__ import annotations
@@ -64,7 +71,7 @@ def pre_fits(pre: ConvGemm, dw: Depthwise) -> bool:
     """Whether the convolution ``pre`` producing the depthwise layer ``dw``'s input can run
     inside the fused kernel (:class:`DepthwisePointwise` with ``pre``): an ungrouped convolution
     through im2col with float panels and an activation the micro-kernel applies."""
-    return (not pre.direct and pre.group == 1 and not pre.narrow and pre.w.kind == 0
+    return (pre.group == 1 and not pre.narrow and pre.w.kind == 0
             and pre.act in (0, 1, 2) and tuple(pre.out_shape) == tuple(dw.in_shape))
 
 
@@ -209,7 +216,7 @@ class DepthwisePointwise:
     With ``pre`` (a convolution producing the depthwise layer's input, :func:`pre_fits`) the
     kernel takes ``pre``'s input and computes its output band by band, each task keeping the
     two rows its next band shares with the last: that tensor (MobileNetV2's stem output,
-    32x112x112) never goes to memory."""
+    32x112x112, or an expanded 144x56x56) never goes to memory."""
 
     def __init__(self, dw: Depthwise, pw: ConvGemm, threads: Optional[int] = None,
                  rows: Optional[int] = None, pre: Optional[ConvGemm] = None) -> None:

@@ -12,7 +12,8 @@ signature, mode and thread count, and turns every node into a step:
   (step ``xdw``), a 3x3 stride-1 depthwise one and the 1x1 it alone feeds ->
   :class:`.dw_pointwise.DepthwisePointwise` (step ``dwpw``, float32 plans), with the
   convolution producing the depthwise input inside it when only that reads it (MobileNetV2's
-  stem: its 1.6 MB output is computed band by band and never stored);
+  stem: its 1.6 MB output is computed band by band and never stored), and so a whole inverted
+  residual block whose expanded tensor is large (:data:`EXPANDED_FUSE_MIN_BYTES`);
 * ``add`` of two same-shape tensors, with a ``relu``/``relu6`` that only it feeds folded in;
   lone activations; max pooling (:mod:`.pool`), average pooling, global average pooling;
 * a float classifier's ``matmul_ex`` (one constant 2-D operand, 1-4 rows on the other) ->
@@ -274,8 +275,24 @@ class NetPlan:
         if id(x) in outputs or len(consumers.get(id(x), [])) != 1:
             return None
         pos = next((t for t, st in enumerate(self.steps)
-                    if st[0] == "dw" and st[-1] == slot[id(x)]), None)
-        if pos is None or not fusable(self.steps[pos][1], op, self.act_dtype, self.threads):
+                    if st[0] in ("dw", "xdw") and st[-1] == slot[id(x)]), None)
+        if pos is None:
+            return None
+        if self.steps[pos][0] == "xdw":
+            # an inverted residual block (1x1 expansion, 3x3 stride-1 depthwise, this 1x1)
+            # whose expanded tensor outgrows L2 many times over: one kernel by bands of rows,
+            # nothing but its input and output in memory (MobileNetV2's 24 -> 144 -> 24 on
+            # 56x56, in forwards: 1.08 -> 0.88 ms at 1 thread, 0.82 -> 0.58 at 2; 28x28 blocks,
+            # 0.6 MB expanded, got 0.02-0.06 ms slower: left as xdw + 1x1)
+            xdw = self.steps[pos][1]
+            big = int(np.prod(xdw.expand.out_shape)) * 4 >= EXPANDED_FUSE_MIN_BYTES
+            if not (big and fusable(xdw.dw, op, self.act_dtype, self.threads)
+                    and pre_fits(xdw.expand, xdw.dw)):
+                return None
+            st = self.steps.pop(pos)
+            fused = DepthwisePointwise(xdw.dw, op, self.threads, pre=xdw.expand)
+            return ["dwpw", fused, st[2], fused.out_shape]
+        if not fusable(self.steps[pos][1], op, self.act_dtype, self.threads):
             return None
         st = self.steps.pop(pos)
         pre = self._pre_conv(x.inputs[0], st[1], consumers, outputs)
@@ -574,6 +591,9 @@ class NetPlan:
         consts = sum(int(v.nbytes) for v in self.init if isinstance(v, np.ndarray))
         return sum(int(w.nbytes) for w in self.weights) + consts
 
+
+#: expanded tensors from this size run their whole inverted residual block as one ``dwpw``
+EXPANDED_FUSE_MIN_BYTES = 1 << 20
 
 #: the activation arena's alignment and granule (a transparent huge page on x86-64 Linux)
 HUGE_PAGE = 2 << 20
