@@ -602,7 +602,7 @@ _PAGE = 4096
 
 def _arena(sizes: List[int]) -> List[np.ndarray]:
     """Raw buffers of these byte sizes carved from one allocation, each on a page boundary, the
-    whole on a huge-page boundary and a whole number of huge pages long. numpy asks the kernel
+    whole (from 1 MB) on a huge-page boundary and a whole number of huge pages long. numpy asks the kernel
     for transparent huge pages on allocations this large (``madvise``); a 1x1 convolution
     reading 144 input rows 12.5 KB apart then touches one or two pages per column block
     instead of 144 (MobileNetV2 forwards: 0.1-0.6 ms less at 2 threads, within noise at 1)."""
@@ -610,9 +610,11 @@ def _arena(sizes: List[int]) -> List[np.ndarray]:
     for n in sizes:
         offs.append(total)
         total += -(-max(n, 1) // _PAGE) * _PAGE
-    total = -(-total // HUGE_PAGE) * HUGE_PAGE
-    raw = np.empty(total + HUGE_PAGE, np.uint8)
-    base = (-raw.ctypes.data) % HUGE_PAGE
+    # (a small model's buffers stay on ordinary pages: no 2 MB page for a few KB)
+    align = HUGE_PAGE if total >= HUGE_PAGE // 2 else _PAGE
+    total = -(-total // align) * align
+    raw = np.empty(total + align, np.uint8)
+    base = (-raw.ctypes.data) % align
     return [raw[base + o:base + o + n] for o, n in zip(offs, sizes)]
 
 
