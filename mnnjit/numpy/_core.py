@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import numbers
+import operator
 from typing import Any, Sequence
 
 import numpy as _np
@@ -48,6 +49,14 @@ def is_int(v: Any) -> bool:
     return isinstance(v, (numbers.Integral, _np.integer)) and not isinstance(v, (bool, _np.bool_))
 
 
+def _is_index(v: Any) -> bool:
+    try:
+        operator.index(v)
+    except TypeError:
+        return False
+    return True
+
+
 def as_shape(shape: Any) -> tuple[int, ...]:
     """A shape argument (int, sequence, Var) as a tuple of non-negative ints."""
     if isinstance(shape, Var):
@@ -55,9 +64,15 @@ def as_shape(shape: Any) -> tuple[int, ...]:
     if is_int(shape):
         shape = (int(shape),)
     try:
-        out = tuple(int(s) for s in shape)
+        items = list(shape)
     except TypeError:
         raise TypeError(f"expected a shape (int or sequence of ints), got {type(shape).__name__}") from None
+    try:
+        out = tuple(operator.index(s) for s in items)
+    except TypeError:
+        bad = next(s for s in items if not _is_index(s))
+        raise TypeError(f"'{type(bad).__name__}' object cannot be interpreted as an integer "
+                        f"(shape {shape!r})") from None
     if any(s < 0 for s in out):
         raise ValueError("negative dimensions are not allowed")
     return out

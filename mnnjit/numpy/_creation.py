@@ -199,7 +199,9 @@ def arange(*args: Any, dtype: Any = None, **kwargs: Any) -> Var:
     vals = [v.item() if isinstance(v, _np.ndarray) else v for v in vals]
     if len(vals) == 3 and vals[2] == 0:
         raise ZeroDivisionError("division by zero in arange: step must not be 0")
-    arr = _np.arange(*vals)
+    # with a dtype numpy computes in it (an int dtype with a float step repeats values, as
+    # numpy does: the first two values are cast, then stepped by their difference)
+    arr = _np.arange(*vals) if dtype is None else _np.arange(*vals, dtype=_as_np_dtype(dtype))
     return const(arr, dtype)
 
 

@@ -8,7 +8,7 @@ index arrays as extra inputs. A boolean mask's result shape depends on its value
 from __future__ import annotations
 
 import numbers
-from typing import Any
+from typing import Any, Optional
 
 import numpy as np
 
@@ -61,7 +61,8 @@ def _expand(key: Any, ndim: int) -> list[tuple[str, Any]]:
     n_ellipsis = sum(1 for kind, it in items if kind == "basic" and it is Ellipsis)
     if n_ellipsis > 1:
         raise IndexError("an index can only have a single ellipsis ('...')")
-    used = sum(len(it.shape) if kind == "mask" and len(it.shape) else
+    # a 0-d boolean consumes no dimension (it adds one of length 1 or 0)
+    used = sum(len(it.shape) if kind == "mask" else
                (0 if kind == "basic" and (it is None or it is Ellipsis) else 1) for kind, it in items)
     if used > ndim:
         raise IndexError(f"too many indices for array: array is {ndim}-dimensional, but {used} were indexed")
@@ -122,12 +123,9 @@ def _template(items: list[tuple[str, Any]], lazy_masks: bool):
             template.append(("mask", len(extra)))
             extra.append(it)
         else:
-            mask = _read(it)
-            for arr in np.nonzero(mask) if mask.ndim else (np.zeros(int(bool(mask)), np.int32),):
+            for arr in np.nonzero(_read(it)):      # (0-d masks: _scalar_masks_as_axes)
                 template.append(("in", len(extra)))
                 extra.append(const_node(arr.astype(np.int32)))
-            if mask.ndim == 0:  # x[True] adds an axis of length 1 (0 for False)
-                template.insert(len(template) - 1, None)
     return tuple(template), extra
 
 
@@ -150,15 +148,40 @@ def _check_const_bounds(node: Node, template: tuple, extra: list[Node]) -> None:
         dim += 1
 
 
+def _scalar_mask_value(kind: str, it: Any) -> Optional[bool]:
+    """The value of a 0-d boolean index item (None for any other item)."""
+    if kind != "mask" or len(it.shape):
+        return None
+    if it.value is None:
+        raise IndexError("a 0-d boolean index must be known when the index is built")
+    return bool(np.asarray(it.value))
+
+
+def _scalar_masks_as_axes(node: Node, items: list[tuple[str, Any]]):
+    """``x[..., True, ...]`` as numpy reads it: a new axis there, indexed by the integer array
+    [0] (``False``: the empty array), so it joins the other advanced indices."""
+    dim, out = 0, []
+    for kind, it in items:
+        flag = _scalar_mask_value(kind, it)
+        if flag is None:
+            out.append((kind, it))
+            if not (kind == "basic" and it is None):
+                dim += len(it.shape) if kind == "mask" else 1
+            continue
+        shape = node.shape[:dim] + (1,) + node.shape[dim:]
+        node = B.make_node("reshape", (node,), {"shape": shape})
+        out.append(("int", const_node(np.zeros(1 if flag else 0, np.int32))))
+        dim += 1
+    return node, out
+
+
 def getitem(x: Any, key: Any):
     """``x[key]`` as a Var (numpy's semantics; slices are copies)."""
     node = B.as_node(x)
     items = _expand(key, len(node.shape))
     if all(kind == "basic" for kind, _ in items):
         return B.wrap(_basic(node, items))
-    for kind, it in items:
-        if kind == "mask" and len(it.shape) == 0 and it.value is None:
-            raise IndexError("a 0-d boolean index must be known when the index is built")
+    node, items = _scalar_masks_as_axes(node, items)
     template, extra = _template(items, lazy_masks=False)
     _check_const_bounds(node, template, extra)
     out_shape = index_shape(node.shape, template, [e.shape for e in extra])
@@ -168,6 +191,10 @@ def getitem(x: Any, key: Any):
 def setitem_node(target: Node, key: Any, value: Any) -> Node:
     """The node of ``target`` after ``target[key] = value`` (numpy's broadcasting rules)."""
     items = _expand(key, len(target.shape))
+    flags = [_scalar_mask_value(kind, it) for kind, it in items]
+    if False in flags:          # x[False] = v selects nothing
+        return target
+    items = [item for item, flag in zip(items, flags) if flag is None]
     vnode = B.cast_node(B.as_node(value), target.dtype)
     has_masks = any(kind == "mask" for kind, _ in items)
     lazy = has_masks and vnode.size == 1 and sum(kind != "basic" for kind, _ in items) == 1

@@ -87,3 +87,38 @@ def test_modf_fraction_keeps_the_sign_of_zero(path):
     want_f, want_w = np.modf(x)
     assert np.array_equal(np.signbit(frac.read()), np.signbit(want_f))
     assert np.array_equal(frac.read(), want_f) and np.array_equal(whole.read(), want_w)
+
+
+@pytest.mark.parametrize("key", ["True", "False", "(1, True)", "(Ellipsis, True)",
+                                 "(slice(None), True, [0, 2])", "(True, [1, 0])", "(None, True)",
+                                 "(True, True)", "(0, 1, 2, True)"])
+def test_zero_d_boolean_index_adds_an_axis(key):
+    """x[True] / x[False] add an axis of length 1 / 0 and consume none, alone or with other
+    indices; assigning through them sets everything / nothing."""
+    a = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+    k = eval(key)
+    got = mnp.array(a)[k]
+    assert np.array_equal(np.asarray(got.read()) if hasattr(got, "read") else got, a[k])
+    if "[" not in key:
+        b, want = mnp.array(a.copy()), a.copy()
+        b[k] = 7.0
+        want[k] = 7.0
+        assert np.array_equal(b.read(), want)
+
+
+def test_float_dimensions_are_refused():
+    """numpy takes no float in a shape: zeros((2.5,)) and friends raise TypeError."""
+    for make in (lambda: mnp.zeros((2.5,)), lambda: mnp.empty((2, 3.0)), lambda: mnp.ones([2.0]),
+                 lambda: mnp.full((1.5, 2), 1.0), lambda: mnp.random.rand(2.0)):
+        with pytest.raises(TypeError):
+            make()
+    assert mnp.zeros((np.int64(2), 3)).shape == [2, 3]
+
+
+@pytest.mark.parametrize("args,dtype", [((0, 5, 0.5), "int32"), ((0.5, 5, 1.5), "int32"),
+                                        ((0, 1, 0.1), "float32"), ((0, 3, 0.3), "uint8")])
+def test_arange_computes_in_the_given_dtype(args, dtype):
+    """arange with a dtype steps in that dtype, as numpy does (an int dtype with a float step
+    repeats values)."""
+    got = mnp.arange(*args, dtype=getattr(mnp, dtype)).read()
+    assert np.array_equal(got, np.arange(*args, dtype=dtype))
