@@ -129,7 +129,8 @@ def test_producing_conv_inside_matches_three_kernels(n, cin, c, o, h, w, kernel,
 
 def test_producing_conv_refused():
     """Producing convolutions the fused kernel cannot take (grouped, an activation it does not
-    apply in registers, the wrong output shape) raise; ``pre_fits`` says so beforehand."""
+    apply in registers, the wrong output shape, too deep an im2col block) raise; ``pre_fits``
+    says so beforehand."""
     _, _, d, p = _layers(1, 8, 8, 20, 20, "", "", 1)
     w0 = K.PackedWeights.from_dense(np.ones((8, 27), np.float32))
     good = K.ConvGemm(w0, None, (1, 3, 40, 40), (3, 3), (2, 2), (1, 1, 1, 1))
@@ -137,6 +138,9 @@ def test_producing_conv_refused():
     bad = [K.ConvGemm(K.pack_grouped(np.ones((8, 9), np.float32), 2), None, (1, 2, 40, 40), (3, 3),
                       (2, 2), (1, 1, 1, 1), group=2),
            K.ConvGemm(w0, None, (1, 3, 40, 40), (3, 3), (2, 2), (1, 1, 1, 1), act="sigmoid"),
+           # an im2col block per band past PRE_COL_BYTES (K = 1600)
+           K.ConvGemm(K.PackedWeights.from_dense(np.ones((8, 1600), np.float32)), None,
+                      (1, 64, 24, 24), (5, 5), (1, 1), (0, 0, 0, 0)),
            K.ConvGemm(w0, None, (1, 3, 42, 42), (3, 3), (2, 2), (1, 1, 1, 1))]
     for b in bad:
         assert not pre_fits(b, d)

@@ -46,6 +46,8 @@ __all__ = ["DepthwisePointwise", "band_rows", "fusable", "pre_fits"]
 #: 64->128 on 56x56 1.09 -> 0.96 with 4 rows; 256->256 on 28x28 1.47 -> 1.39 with 8, 1.93 with
 #: 1; 512->512 on 14x14 1.85 -> 1.62 with the whole plane, 2.42 with one row)
 BAND_BYTES, MIN_COLS = 64 * 1024, 192
+#: the largest im2col block (bytes) of a band's rows a producing convolution may take
+PRE_COL_BYTES = 256 * 1024
 
 
 def band_rows(C: int, H: int, W: int) -> int:
@@ -71,8 +73,13 @@ def pre_fits(pre: ConvGemm, dw: Depthwise) -> bool:
     """Whether the convolution ``pre`` producing the depthwise layer ``dw``'s input can run
     inside the fused kernel (:class:`DepthwisePointwise` with ``pre``): an ungrouped convolution
     through im2col with float panels and an activation the micro-kernel applies."""
-    return (pre.group == 1 and not pre.narrow and pre.w.kind == 0
-            and pre.act in (0, 1, 2) and tuple(pre.out_shape) == tuple(dw.in_shape))
+    if not (pre.group == 1 and not pre.narrow and pre.w.kind == 0
+            and pre.act in (0, 1, 2) and tuple(pre.out_shape) == tuple(dw.in_shape)):
+        return False
+    # its im2col block for one band stays in L2 (a stem: 27 rows; a deep 5x5 layer would not)
+    N, C, H, W = dw.in_shape
+    K = pre.w.shape[1]
+    return K * (band_rows(C, H, W) + 2) * W * 4 <= PRE_COL_BYTES
 
 
 def _layers_fit(dw: Depthwise, pw: ConvGemm) -> bool:
