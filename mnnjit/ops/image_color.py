@@ -2,10 +2,13 @@
 
 Inputs are HWC images ([h, w, c]); YUV 4:2:0 planar/semi-planar data is [h*3/2, w, 1]. The uint8
 reference follows OpenCV's fixed-point arithmetic (14-bit luma/chroma coefficients, 12-bit XYZ and
-HSV tables, BT.601 20-bit YUV 4:2:0 coefficients) so results equal cv2.cvtColor's (Lab/Luv within 1).
+HSV tables, BT.601 20-bit YUV 4:2:0 coefficients) so results equal cv2.cvtColor's (Lab/Luv within 1);
+uint8 HSV/HLS follow the float32 code cv2 runs on x86-64 (IPP's for most _FULL codes), see "HSV / HLS".
 float32 inputs use OpenCV's float formulas (HSV/HLS hue in degrees, values in [0, 1]).
 """
 from __future__ import annotations
+
+import functools
 
 import numpy as np
 
@@ -219,7 +222,13 @@ def _from_ycc(x, bidx, yuv: bool):
 
 
 # ---- HSV / HLS
+# uint8 conversions reproduce what cv2 (x86-64 wheels, AVX2) runs: OpenCV's own code for the 180-degree
+# hue codes and Intel IPP (through OpenCV's IPP HAL) for the _FULL codes other than RGB->HSV. Both
+# vectorise along a row and finish its last pixels (``w % 32`` for OpenCV's HSV->RGB, ``w % 8``
+# otherwise) in scalar code that rounds differently, so those pixels are computed apart (``tail``).
+# docs/notes/cv.md ("HSV / HLS") says what was matched and which few IPP pixels still differ.
 _SECTORS = np.array([[1, 3, 0], [1, 0, 2], [3, 0, 1], [0, 2, 1], [0, 1, 3], [2, 1, 0]])
+_f32 = np.float32
 
 
 def _hsv_tables(hrange: int):
@@ -228,6 +237,25 @@ def _hsv_tables(hrange: int):
         sdiv = np.where(i > 0, np.rint((255 << 12) / np.maximum(i, 1)), 0).astype(np.int64)
         hdiv = np.where(i > 0, np.rint((hrange << 12) / (6.0 * np.maximum(i, 1))), 0).astype(np.int64)
     return sdiv, hdiv
+
+
+def _fma32(a, b, c) -> np.ndarray:
+    """float32 ``a * b + c`` rounded once (a fused multiply-add), evaluated in float64: the product of
+    two float32 values is exact there, and the sum's double rounding changes no uint8 result of the
+    conversions below (checked against cv2 on every input)."""
+    return (np.asarray(a, np.float64) * np.asarray(b, np.float64) + c).astype(np.float32)
+
+
+def _by_tail(fn, x, step: int) -> np.ndarray:
+    """``fn(part, tail)`` on the columns of ``x`` [h, w, c] that a row's vector loop covers (``tail``
+    False) and on its last ``w % step`` columns (``tail`` True), joined again."""
+    n = x.shape[1] - x.shape[1] % step
+    parts = [fn(p, t) for p, t in ((x[:, :n], False), (x[:, n:], True)) if p.shape[1]]
+    return parts[0] if len(parts) == 1 else np.concatenate(parts, axis=1)
+
+
+def _trunc8(x: np.ndarray) -> np.ndarray:
+    return np.clip(np.trunc(x), 0, 255).astype(np.uint8)
 
 
 def _to_hsv(x, bidx, full: bool):
@@ -271,30 +299,46 @@ def _hue6(h, hscale):
 
 
 def _from_hsv(x, bidx, full: bool):
-    u8 = x.dtype == np.uint8
+    if x.dtype == np.uint8:
+        if full:
+            return _from_hsv_u8(x, bidx, True, False)
+        return _by_tail(lambda part, tail: _from_hsv_u8(part, bidx, False, tail), x, 32)
     h = x[..., 0].astype(np.float32)
     s = x[..., 1].astype(np.float32)
     v = x[..., 2].astype(np.float32)
-    if u8:
-        s, v = s * np.float32(1 / 255.0), v * np.float32(1 / 255.0)
-        hscale = np.float32(6.0 / (255 if full else 180))
-    else:
-        hscale = np.float32(6.0 / 360.0)
-    h6 = _hue6(h, hscale)
+    h6 = _hue6(h, np.float32(6.0 / 360.0))
     f = h6 - np.floor(h6)
     tab = [v, v * (1 - s), v * (1 - s * f), v * (1 - s * (1 - f))]
     b, g, r = _sector_rgb(h6, tab, bidx, 3, 1)
     zero = s == 0
     b, g, r = (np.where(zero, v, c) for c in (b, g, r))
-    out = _stack_bgr(b, g, r, bidx, 3, 1)
-    return _round8(out * np.float32(255)) if u8 else out.astype(np.float32)
+    return _stack_bgr(b, g, r, bidx, 3, 1).astype(np.float32)
+
+
+def _from_hsv_u8(x, bidx, full: bool, tail: bool):
+    """uint8 HSV->RGB as cv2 computes it: saturation / 255 and value / 255 in float32, the colour times
+    255. IPP (_FULL) takes the hue through degrees and rounds to nearest; OpenCV (hue range 180) uses
+    fused multiply-adds and truncates, except in the scalar ``tail`` of a row, which rounds."""
+    h = x[..., 0].astype(np.float32)
+    s = x[..., 1].astype(np.float32) * _f32(1 / 255.0)
+    v = x[..., 2].astype(np.float32) * _f32(1 / 255.0)
+    h6 = h * _f32(360 / 255.0) * _f32(1 / 60.0) if full else h * _f32(6 / 180.0)
+    f = h6 - np.floor(h6)
+    one = _f32(1)
+    if full:
+        tab = [v, v * (one - s), v * (one - s * f), v * (one - s * (one - f))]
+    else:
+        tab = [v, v * (one - s), v * _fma32(-s, f, one), v * _fma32(-s, one - f, one)]
+    b, g, r = _sector_rgb(h6, tab, bidx, 3, 1)
+    out = _stack_bgr(b, g, r, bidx, 3, 1) * _f32(255)
+    return _round8(out) if full or tail else _trunc8(out)
 
 
 def _to_hls(x, bidx, full: bool):
-    u8 = x.dtype == np.uint8
+    if x.dtype == np.uint8:
+        fn = _to_hls_ipp if full else _to_hls_u8
+        return _by_tail(lambda part, tail: fn(part, bidx, tail), x, 8)
     b, g, r = _bgr(x, bidx)
-    if u8:
-        b, g, r = (c.astype(np.float32) * np.float32(1 / 255.0) for c in (b, g, r))
     vmax = np.maximum(np.maximum(b, g), r)
     vmin = np.minimum(np.minimum(b, g), r)
     diff = vmax - vmin
@@ -308,20 +352,84 @@ def _to_hls(x, bidx, full: bool):
     h = np.where(h < 0, h + np.float32(360), h)
     h = np.where(ok, h, 0).astype(np.float32)
     s = np.where(ok, s, 0).astype(np.float32)
-    if u8:
-        hscale = np.float32((256 if full else 180) / 360.0)
-        return np.stack([_round8(h * hscale), _round8(l * 255), _round8(s * 255)], -1)
     return np.stack([h, l, s], -1).astype(np.float32)
+
+
+def _max_sector(b, g, r):
+    """max, min, the hue's numerator and its offset in degrees (0 / 120 / 240 for a red / green / blue
+    maximum, red winning ties, then green)."""
+    vmax = np.maximum(np.maximum(b, g), r)
+    vmin = np.minimum(np.minimum(b, g), r)
+    rmax = vmax == r
+    gmax = ~rmax & (vmax == g)
+    num = np.where(rmax, g - b, np.where(gmax, b - r, r - g))
+    off = np.where(rmax, 0, np.where(gmax, 120, 240)).astype(np.float32)
+    return vmax, vmin, num, off
+
+
+def _to_hls_u8(x, bidx, tail: bool):
+    """OpenCV's uint8 RGB->HLS (hue range 180): float32 on values / 255, rounded to nearest. The vector
+    code adds a negative red hue's 360 inside the fused multiply-add and divides the saturation by
+    ``2 - (max + min)``; the scalar ``tail`` adds the 360 afterwards and divides by ``(2 - max) - min``."""
+    b, g, r = (c.astype(np.float32) * _f32(1 / 255.0) for c in _bgr(x, bidx))
+    vmax, vmin, num, off = _max_sector(b, g, r)
+    diff = vmax - vmin
+    msum = vmax + vmin
+    l = msum * _f32(0.5)
+    ok = diff > np.finfo(np.float32).eps
+    with np.errstate(all="ignore"):
+        if tail:
+            s = diff / np.where(l < _f32(0.5), msum, (_f32(2) - vmax) - vmin)
+            h = _fma32(num, _f32(60) / diff, off)
+            h = np.where(h < 0, h + _f32(360), h)
+        else:
+            s = diff / np.where(l < _f32(0.5), msum, _f32(2) - msum)
+            h = _fma32(num, _f32(60) / diff, np.where((off == 0) & (num < 0), _f32(360), off))
+    h = np.where(ok, h * _f32(0.5), 0)
+    s = np.where(ok, s, 0)
+    return np.stack([_round8(h), _round8(l * _f32(255)), _round8(s * _f32(255))], -1)
+
+
+@functools.lru_cache(maxsize=2)
+def _ipp_reciprocals(refined: bool) -> np.ndarray:
+    """IPP's float32 reciprocals of 0..510: the CPU's ``rcpps`` approximation, with one Newton step
+    when ``refined`` (index 0 is infinite and never used)."""
+    from ..backends.cpu.x86_rcp import rcp_f32
+    x = np.arange(511, dtype=np.float32)
+    r = rcp_f32(x)
+    with np.errstate(invalid="ignore"):
+        return r * (_f32(2) - x * r) if refined else r
+
+
+def _to_hls_ipp(x, bidx, tail: bool):
+    """IPP's uint8 RGB->HLS (_FULL: hue range 255): lightness (max + min) / 2 in integers; saturation
+    and hue in float32 on 0..255 values, dividing by multiplying with ``rcpps`` reciprocals. The vector
+    code rounds to nearest; the scalar ``tail`` refines the reciprocals by a Newton step and truncates."""
+    b, g, r = _bgr(x, bidx)
+    vmax, vmin, num, off = _max_sector(b, g, r)
+    d = vmax - vmin
+    total = vmax + vmin
+    rcp = _ipp_reciprocals(tail)
+    with np.errstate(invalid="ignore"):
+        h = _fma32(num.astype(np.float32) * _f32(60), rcp[d], off)
+        h = np.where(h < 0, h + _f32(360), h) * _f32(255 / 360.0)
+        s = d.astype(np.float32) * rcp[np.where(total <= 255, total, 510 - total)] * _f32(255)
+    h, s = np.where(d > 0, h, 0), np.where(d > 0, s, 0)
+    if tail:
+        return np.stack([_trunc8(h), (total >> 1).astype(np.uint8), _trunc8(s)], -1)
+    return np.stack([_round8(h), _round8(total * 0.5), _round8(s)], -1)
 
 
 def _from_hls(x, bidx, full: bool):
     u8 = x.dtype == np.uint8
+    if u8 and full:
+        return _by_tail(lambda part, tail: _from_hls_ipp(part, bidx, tail), x, 8)
     h = x[..., 0].astype(np.float32)
     l = x[..., 1].astype(np.float32)
     s = x[..., 2].astype(np.float32)
-    if u8:
+    if u8:   # OpenCV (hue range 180): its vector and scalar code agree on every input
         l, s = l * np.float32(1 / 255.0), s * np.float32(1 / 255.0)
-        hscale = np.float32(6.0 / (255 if full else 180))
+        hscale = np.float32(6.0 / 180)
     else:
         hscale = np.float32(6.0 / 360.0)
     p2 = np.where(l <= 0.5, l * (1 + s), l + s - l * s)
@@ -334,6 +442,28 @@ def _from_hls(x, bidx, full: bool):
     b, g, r = (np.where(zero, l, c) for c in (b, g, r))
     out = _stack_bgr(b, g, r, bidx, 3, 1)
     return _round8(out * np.float32(255)) if u8 else out.astype(np.float32)
+
+
+def _from_hls_ipp(x, bidx, tail: bool):
+    """IPP's uint8 HLS->RGB (_FULL: hue range 255), float32 on lightness and saturation / 255: each of
+    red, green and blue interpolates between ``m1`` and ``m2`` at the hue in degrees shifted by +120, 0
+    and -120. The vector code rounds to nearest; the scalar ``tail`` truncates (its other arithmetic is
+    not reproduced: ~0.6 % of tail pixels differ by one, see docs/notes/cv.md)."""
+    deg = x[..., 0].astype(np.float32) * _f32(360 / 255.0)
+    l = x[..., 1].astype(np.float32) * _f32(1 / 255.0)
+    s = x[..., 2].astype(np.float32) * _f32(1 / 255.0)
+    m2 = np.where(l <= _f32(0.5), l + l * s, l + (s - l * s))
+    m1 = _f32(2) * l - m2
+    rgb = []
+    for shift in (120, 0, -120):
+        h = deg + _f32(shift)
+        h = np.where(h > _f32(360), h - _f32(360), np.where(h < 0, h + _f32(360), h))
+        rise = m1 + (m2 - m1) * (h / _f32(60))
+        fall = m1 + (m2 - m1) * ((_f32(240) - h) / _f32(60))
+        rgb.append(np.where(h < 60, rise, np.where(h < 180, m2, np.where(h < 240, fall, m1))))
+    r, g, b = (np.where(s == 0, l, c) for c in rgb)
+    out = _stack_bgr(b, g, r, bidx, 3, 1) * _f32(255)
+    return _trunc8(out) if tail else _round8(out)
 
 
 # ---- Lab / Luv (float formulas; uint8 scaled as OpenCV: L*255/100, a+128, b+128)
