@@ -218,7 +218,7 @@ def test_depthwise_then_1x1_fuse_and_match(c, o, hw, residual, threads, seed):
 
 
 @settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.sampled_from([3, 8]), st.sampled_from([24, 32]), st.sampled_from([(2, 1), (2, 0)]),
+@given(st.sampled_from([3, 4]), st.sampled_from([24, 32]), st.sampled_from([(2, 1), (2, 0)]),
        st.sampled_from([(112, 112), (150, 90)]), st.sampled_from([1, 2]), st.integers(0, 2**16))
 def test_stem_conv_runs_inside_the_depthwise_1x1_step(cin, c, stride_pad, hw, threads, seed):
     """conv 3x3 stride 2 -> relu6 -> 3x3 depthwise -> relu6 -> 1x1, MobileNetV2's first layers

@@ -169,6 +169,38 @@ def test_packed_column_blocks_of_wide_1x1_convolutions(c, o, h, w, threads, half
         assert np.abs(got - ref).max() <= (2e-2 if half else 1e-4) * max(1.0, float(np.abs(pre).max()))
 
 
+@pytest.mark.parametrize("c,o,h,w", [(96, 24, 56, 56), (150, 20, 33, 41)])
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("half", [False, True])
+def test_prefetching_tiles_of_1x1_convolutions_over_large_inputs(c, o, h, w, threads, half):
+    """1x1 convolutions whose input outgrows L2 run their first panel of each column block on the
+    tile that prefetches the next block (``pf_b``): the same numbers as without, with tails, a
+    partial last panel and the residual epilogue."""
+    rng = np.random.default_rng(c + o)
+    x = rng.standard_normal((1, c, h, w)).astype(np.float32)
+    wt = (rng.standard_normal((o, c, 1, 1)) / np.sqrt(c)).astype(np.float32)
+    b = rng.standard_normal(o).astype(np.float32)
+    res = rng.standard_normal((1, o, h, w)).astype(np.float32)
+    pw = K.PackedWeights.from_dense(wt.reshape(o, -1))
+    cv = K.ConvGemm(pw, b, x.shape, (1, 1), act="relu6", threads=threads)
+    assert cv.pf_b
+    plain = K.ConvGemm(pw, b, x.shape, (1, 1), act="relu6", threads=threads)
+    plain.pf_b = False
+    xs, rs = (to_f16(x), to_f16(res)) if half else (x, res)
+    for residual in (None, rs):
+        got, want = np.empty(cv.out_shape, xs.dtype), np.empty(cv.out_shape, xs.dtype)
+        r = None if residual is None else storage_view(residual)
+        cv.run(storage_view(xs), storage_view(got), r)
+        plain.run(storage_view(xs), storage_view(want), r)
+        assert np.array_equal(got, want)
+        pre = conv_ref(to_f32(xs) if half else x, wt, b, (1, 1), (0, 0, 0, 0), (1, 1), 1)
+        if residual is not None:
+            pre = pre + (to_f32(rs) if half else res)
+        ref = act_ref(pre, "relu6")
+        got = to_f32(got) if half else got
+        assert np.abs(got - ref).max() <= (2e-2 if half else 1e-4) * max(1.0, float(np.abs(pre).max()))
+
+
 def test_bad_arguments_raise():
     w = K.PackedWeights.from_dense(np.zeros((4, 27), np.float32))
     with pytest.raises(ValueError, match="weight has 27 columns"):

@@ -16,7 +16,8 @@ panel: ``tile16r4_*``, ``tile16r2_*``) block of ``C = act(A @ B + bias)``:
 
 The 12 accumulators are ``<8 x float>`` values carried by phi nodes through the ``K`` loop, each
 step one broadcast of 6 weights, two vector loads of B, 12 ``llvm.fma`` calls and one
-``llvm.prefetch`` of the weights :data:`PREFETCH_BYTES` ahead; LLVM keeps
+``llvm.prefetch`` of the weights :data:`PREFETCH_BYTES` ahead (the ``tile_pfb_*`` variants also
+prefetch the B row's next 16 columns: the next column block of an input coming from L3); LLVM keeps
 them in the 16 ymm registers of AVX2 (Zen 3 here: 2 FMA units, measured ~85-90 % of peak).
 float16 storage loads ``<8 x half>`` and widens with ``fpext`` (F16C ``vcvtph2ps``), stores
 with ``fptrunc``. Pointers and strides are int64 (byte addresses ``a.ctypes.data``; strides in
@@ -32,7 +33,7 @@ from . import numba_setup  # noqa: F401  (first: OpenMP policy, cross-process co
 from numba import types
 from numba.extending import intrinsic
 
-__all__ = ["MR", "NR", "tile_f32", "tile_f16", "tile8_f32", "tile8_f16", "tile16r4_f32",
+__all__ = ["MR", "NR", "tile_f32", "tile_f16", "tile_pfb_f32", "tile_pfb_f16", "tile8_f32", "tile8_f16", "tile16r4_f32",
            "tile16r4_f16", "tile16r2_f32", "tile16r2_f16", "col_f32", "col_f16"]
 
 #: rows (output channels) and columns (pixels) of one micro-kernel block
@@ -110,8 +111,9 @@ def _arguments(builder: ir.IRBuilder, args, elem_bc: ir.Type) -> tuple:
             builder.inttoptr(bias_i, _F32.as_pointer()), act_v)
 
 
-def _make_tile(bc_half: bool, nr: int = 16, mr: int = MR):
-    """The ``mr x nr`` kernel (``mr <= MR`` rows of a panel packed for MR)."""
+def _make_tile(bc_half: bool, nr: int = 16, mr: int = MR, pf_b: bool = False):
+    """The ``mr x nr`` kernel (``mr <= MR`` rows of a panel packed for MR); with ``pf_b`` each
+    k-step also prefetches the B row's next ``nr`` columns (the next column block's line)."""
     nv = nr // 8  # vectors per row
     elem_bc = _F16 if bc_half else _F32
 
@@ -136,6 +138,10 @@ def _make_tile(bc_half: bool, nr: int = 16, mr: int = MR):
             accs = [builder.phi(_V8) for _ in range(nv * mr)]
             brow = builder.gep(b_p, [builder.mul(kk, ldb_v)])
             bv = [_load_vec(builder, builder.gep(brow, [_const(8 * h)]), bc_half) for h in range(nv)]
+            if pf_b:
+                nxt = builder.bitcast(builder.gep(brow, [_const(nr)]), ir.IntType(8).as_pointer())
+                builder.call(_prefetch_fn(builder.module),
+                             [nxt, ir.Constant(_I32, 0), ir.Constant(_I32, 3), ir.Constant(_I32, 1)])
             arow = builder.gep(a_p, [builder.mul(kk, _const(MR))])
             # prefetch (read, high locality, data cache) a weight line PREFETCH_BYTES ahead;
             # addresses past the array are harmless (prefetches never fault)
@@ -203,7 +209,7 @@ def _make_tile(bc_half: bool, nr: int = 16, mr: int = MR):
 
         return sig, codegen
 
-    typer.__name__ = typer.__qualname__ = f"tile_{'h' if bc_half else 'f'}{nr}_{mr}"
+    typer.__name__ = typer.__qualname__ = f"tile_{'h' if bc_half else 'f'}{nr}_{mr}{'_pfb' if pf_b else ''}"
     return typer
 
 
@@ -211,6 +217,9 @@ def _make_tile(bc_half: bool, nr: int = 16, mr: int = MR):
 tile_f32 = intrinsic(_make_tile(False))
 #: float32 weights, float16 activations (B and C)
 tile_f16 = intrinsic(_make_tile(True))
+#: the two 16-column tiles prefetching the next column block of B
+tile_pfb_f32 = intrinsic(_make_tile(False, pf_b=True))
+tile_pfb_f16 = intrinsic(_make_tile(True, pf_b=True))
 #: the same two, 8 columns wide (a row's last columns)
 tile8_f32 = intrinsic(_make_tile(False, 8))
 tile8_f16 = intrinsic(_make_tile(True, 8))
