@@ -315,8 +315,9 @@ def _interp_targets(ctx: Ctx, op, xs, spatial: tuple) -> tuple[list[int], list |
             sc = [float(t) for t in v]
             if min(sc) <= 0:
                 raise ValueError(f"Interp: resize scales must be positive, got {sc}")
-            # ONNX Resize with scales (and real MNN) maps coordinates with the given scale, not out/in
-            return [int(math.floor(n * t)) for n, t in zip(spatial, sc)], [1.0 / t for t in sc]
+            # ONNX Resize with scales (and real MNN) maps coordinates with the given scale, not out/in,
+            # its reciprocal taken in float32 as real MNN does
+            return [int(math.floor(n * t)) for n, t in zip(spatial, sc)], [float(np.float32(1) / np.float32(t)) for t in sc]
         return [int(t) for t in v], None
     names = ("Depth", "Height", "Width")[3 - k:]
     outs = [int(p.get(f"output{nm}") or 0) for nm in names]
@@ -364,6 +365,8 @@ def interp(ctx: Ctx, op, xs):
             attrs["scale"] = tuple(scale)
         if method == "nearest_ceil":
             attrs["offset"] = (-0.5, -0.5)
+        if method == "cubic":  # real MNN's CPU kernel: Keys a = -0.75 whatever cubicCoeffA says
+            attrs["trunc_taps"], attrs["cubic_a"] = True, -0.75
         return ctx.emit("resize", [node_of(node)], attrs)
 
     n, c = x.shape[0], x.shape[1]

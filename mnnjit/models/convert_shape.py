@@ -346,12 +346,23 @@ def unpack(ctx: Ctx, op, xs):
 
 @converter("Padding")
 def padding(ctx: Ctx, op, xs):
-    """Pad with (before, after) pairs per axis; CONSTANT (value = third input), REFLECT, SYMMETRIC."""
+    """Pad with (before, after) pairs per axis; CONSTANT (value = third input), REFLECT, SYMMETRIC.
+    Negative pads crop that many elements from their side first (ONNX Pad, as real MNN runs it)."""
     from .. import numpy as mnp
     x = xs[0]
     pads = ctx.ints(xs[1], "pads")
     nd = len(x.shape)
+    if len(pads) < 2 * nd:
+        raise ValueError(f"op {op.name!r} (Padding): {len(pads)} pads for a {nd}-D input (need {2 * nd})")
     width = [(pads[2 * i], pads[2 * i + 1]) for i in range(nd)]
+    if any(b < 0 or a < 0 for b, a in width):
+        begin = [max(0, -b) for b, _ in width]
+        end = [n - max(0, -a) for n, (_, a) in zip(x.shape, width)]
+        if any(e < b for b, e in zip(begin, end)):
+            raise ValueError(f"op {op.name!r} (Padding): negative pads {pads} crop more than the "
+                             f"input's shape {list(x.shape)}")
+        x = _slice(node_of(x), begin, end, [1] * nd)
+        width = [(max(0, b), max(0, a)) for b, a in width]
     mode = str((op.main or {}).get("mode", "CONSTANT"))
     if mode == "CONSTANT":
         value = float(np.asarray(ctx.value(xs[2], "pad value")).reshape(-1)[0]) if len(xs) > 2 else 0

@@ -3,7 +3,8 @@
 
 Attributes of ``resize`` (see ``docs/NN_OPS.md``): ``size`` (oh, ow); ``method``; ``coord``;
 ``scale`` (sy, sx) input-per-output ratios for the coordinate transform (None: in/out);
-``offset`` (oy, ox); ``cubic_a``; ``exclude_outside``. The resize is separable: each axis is
+``offset`` (oy, ox); ``cubic_a``; ``exclude_outside``; ``trunc_taps`` (cubic taps from the source
+coordinate truncated toward zero, as real MNN's CPU Interp). The resize is separable: each axis is
 a small gather + weighted sum, so the work is two passes over the data.
 """
 from __future__ import annotations
@@ -23,20 +24,28 @@ COORDS = ("asymmetric", "align_corners", "half_pixel", "pytorch_half_pixel", "tf
 
 
 def source_coords(n_in: int, n_out: int, coord: str, scale: float | None = None, offset: float = 0.0) -> np.ndarray:
-    """Source coordinate (float64) of every output index along one axis."""
-    x = np.arange(n_out, dtype=np.float64)
-    s = (n_in / n_out) if scale is None else float(scale)
+    """Source coordinate of every output index along one axis, computed in float32 as real MNN and
+    ONNX Runtime do (a nearest resize by 1.6 maps 8 to 8 * float32(1 / 1.6) = 5 exactly, where float64
+    gives 4.99999...), returned as float64."""
+    f = np.float32
+    x = np.arange(n_out, dtype=f)
+    s = f(n_in) / f(n_out) if scale is None else f(scale)
+    off, half = f(offset), f(0.5)
     if coord == "align_corners":
-        return x * ((n_in - 1) / (n_out - 1)) if n_out > 1 else np.zeros(n_out)
+        if n_out <= 1:
+            return np.zeros(n_out)
+        return (x * (f(n_in - 1) / f(n_out - 1))).astype(np.float64)
     if coord == "half_pixel":
-        return (x + 0.5) * s - 0.5 + offset
-    if coord == "pytorch_half_pixel":
-        return (x + 0.5) * s - 0.5 + offset if n_out > 1 else np.zeros(n_out)
-    if coord == "tf_half_pixel":
-        return (x + 0.5) * s + offset
-    if coord == "asymmetric":
-        return x * s + offset
-    raise ValueError(f"unknown coordinate transform {coord!r} (expected one of {COORDS})")
+        src = (x + half) * s - half + off
+    elif coord == "pytorch_half_pixel":
+        src = (x + half) * s - half + off if n_out > 1 else np.zeros(n_out, f)
+    elif coord == "tf_half_pixel":
+        src = (x + half) * s + off
+    elif coord == "asymmetric":
+        src = x * s + off
+    else:
+        raise ValueError(f"unknown coordinate transform {coord!r} (expected one of {COORDS})")
+    return src.astype(np.float64)
 
 
 def axis_taps(n_in: int, n_out: int, attrs: dict, axis: int) -> tuple[np.ndarray, np.ndarray]:
@@ -78,6 +87,11 @@ def _axis_taps(n_in: int, n_out: int, attrs: dict, axis: int) -> tuple[np.ndarra
         ad = np.abs(d)
         wts = np.where(ad <= 1, ((a + 2) * ad - (a + 3)) * ad * ad + 1,
                        np.where(ad < 2, ((a * ad - 5 * a) * ad + 8 * a) * ad - 4 * a, 0.0))
+        if attrs.get("trunc_taps", False):
+            # real MNN's CPU Interp: the four taps start from (int)src, truncated toward zero, while the
+            # fraction is src - floor(src), so a negative src (the first row/column of a half-pixel
+            # upscale) weights the taps one pixel to the right of ONNX's
+            lo = np.trunc(src).astype(np.intp)
         raw = lo[:, None] + np.arange(-1, 3)[None, :]
         if attrs.get("exclude_outside", False):
             wts = np.where((raw >= 0) & (raw < n_in), wts, 0.0)

@@ -891,3 +891,64 @@ def test_conv1d_on_3d_tensors_matches_real_mnn(model_dir) -> None:
         exp, got = _both(path, {"x": x})
         _assert_close(got, exp, 1e-5)
         _assert_close(got, sess.run(None, {"x": x})[0], 1e-4)
+
+
+# ---------------------------------------------------------------- Resize / Interp against real MNN's CPU kernel
+
+RS_X = [1, 2, 5, 6]
+
+
+@pytest.mark.parametrize("coord", ["half_pixel", "pytorch_half_pixel", "align_corners", "asymmetric"])
+@pytest.mark.parametrize("cubic_a", [-0.75, -0.5])
+@pytest.mark.parametrize("size", [[9, 7], [3, 4], [10, 12]])
+def test_cubic_resize_matches_real_mnn(model_dir, coord: str, cubic_a: float, size) -> None:
+    """Real MNN's cubic taps start at the truncated source coordinate (the first rows and columns of a
+    half-pixel upscale differ from ONNX there)."""
+    out = RS_X[:2] + size
+    build = lambda b: b.op("Resize", ["x", "", "", i64(b, out)], mode="cubic",  # noqa: E731
+                           coordinate_transformation_mode=coord, cubic_coeff_a=cubic_a)
+    path = _model(model_dir, ("cubic", coord, cubic_a, *size), build, {"x": (RS_X, np.float32)}, out)
+    x = np.random.default_rng(3).standard_normal(RS_X).astype(np.float32)
+    exp, got = _both(path, {"x": x})
+    _assert_close(got, exp)
+
+
+@pytest.mark.parametrize("scale", [1.6, 0.7, 2.5, 1.25])
+@pytest.mark.parametrize("mode", ["nearest", "linear"])
+def test_resize_by_float_scales_matches_real_mnn(model_dir, scale: float, mode: str) -> None:
+    """Scales given as floats: the source coordinate is computed in float32 (8 * float32(1 / 1.6) is
+    exactly 5, where float64 gives 4.99999...)."""
+    scales = np.array([1, 1, scale, scale], np.float32)
+    out = RS_X[:2] + [int(np.floor(n * np.float32(scale))) for n in RS_X[2:]]
+    build = lambda b: b.op("Resize", ["x", "", b.init(scales, "s")], mode=mode,  # noqa: E731
+                           coordinate_transformation_mode="asymmetric", nearest_mode="floor")
+    path = _model(model_dir, ("scaled", mode, scale), build, {"x": (RS_X, np.float32)}, out)
+    x = np.random.default_rng(4).standard_normal(RS_X).astype(np.float32)
+    exp, got = _both(path, {"x": x})
+    _assert_close(got, exp)
+
+
+@pytest.mark.parametrize("pads", [[0, 0, 1, -1, 0, 0, -2, 2], [0, 0, -1, 2, 0, 0, 1, -2], [0, -1, 0, 0, 0, 0, -2, -1]])
+def test_negative_pads_crop(model_dir, pads) -> None:
+    """ONNX Pad with negative pads crops. Real MNN agrees on the first case (torch's F.pad(x, (-1, 2, 1, -2)));
+    on the others it returns other values or crashes (3.6.1), so ONNX Runtime is the oracle."""
+    ort = pytest.importorskip("onnxruntime")
+    build = lambda b: b.op("Pad", ["x", i64(b, pads)], mode="constant")  # noqa: E731
+    out = [n + pads[i] + pads[i + 4] for i, n in enumerate(RS_X)]
+    path = _model(model_dir, ("negpad", *pads), build, {"x": (RS_X, np.float32)}, out)
+    x = np.random.default_rng(5).standard_normal(RS_X).astype(np.float32)
+    got = _both_mnnjit(path, {"x": x})
+    want = ort.InferenceSession(path[:-4] + ".onnx", providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    _assert_close(got, want, 0.0)
+    if pads == [0, 0, 1, -1, 0, 0, -2, 2]:
+        exp, _ = _both(path, {"x": x})
+        _assert_close(got, exp, 0.0)
+
+
+def test_negative_pads_cropping_everything_raise(model_dir) -> None:
+    pads = [0, 0, -3, 0, 0, 0, -3, 0]
+    build = lambda b: b.op("Pad", ["x", i64(b, pads)], mode="constant")  # noqa: E731
+    path = _model(model_dir, ("negpad", *pads), build, {"x": (RS_X, np.float32)}, [1, 2, 1, 6])
+    x = np.zeros(RS_X, np.float32)
+    with pytest.raises(ValueError, match="crop more"):
+        _both_mnnjit(path, {"x": x})
