@@ -105,7 +105,15 @@ def flatten(ctx: Ctx, op, xs):
 @converter("Permute")
 def permute(ctx: Ctx, op, xs):
     """Transpose by ``dims``."""
-    return B.transpose(xs[0], [int(d) for d in (op.main or {}).get("dims")])
+    raw = (op.main or {}).get("dims")
+    dims = [] if raw is None else [int(d) for d in raw]
+    nd = len(xs[0].shape)
+    if sorted(d % nd if nd else d for d in dims) != list(range(nd)):
+        # MNN's converter writes such a Permute for an einsum diagonal ('ii->i'); real MNN 3.6.1 then
+        # returns its input unchanged, which is not the einsum's answer
+        raise ctx.unsupported(op, f"Permute dims {dims} are not a permutation of the input's {nd} axes "
+                                  f"(shape {list(xs[0].shape)}; an einsum taking a diagonal converts to this)")
+    return B.transpose(xs[0], dims)
 
 
 @converter("Transpose")

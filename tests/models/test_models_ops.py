@@ -952,3 +952,13 @@ def test_negative_pads_cropping_everything_raise(model_dir) -> None:
     x = np.zeros(RS_X, np.float32)
     with pytest.raises(ValueError, match="crop more"):
         _both_mnnjit(path, {"x": x})
+
+
+def test_einsum_diagonal_is_refused_clearly(model_dir) -> None:
+    """MNN's converter turns einsum 'ii->i' into a Permute without dims, which real MNN 3.6.1 returns
+    unchanged (the whole matrix); mnnjit names the op instead of giving that wrong answer."""
+    from mnnjit.models.translate import UnsupportedOpError
+    build = lambda b: b.op("Einsum", ["x"], equation="ii->i")  # noqa: E731
+    path = _model(model_dir, ("einsum_diag",), build, {"x": ([4, 4], np.float32)}, [4])
+    with pytest.raises(UnsupportedOpError, match="Permute.*einsum"):
+        _both_mnnjit(path, {"x": np.eye(4, dtype=np.float32)})
