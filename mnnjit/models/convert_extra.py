@@ -1,11 +1,12 @@
 """Converters for rarely used MNN op types that ONNX models bring: Det, EyeLike, RandomUniform /
 RandomNormal (ONNX RandomUniform(Like) / RandomNormal(Like)), Unique, the TensorArray family (ONNX
-sequences) and Stft."""
+sequences), Stft and RNN (ONNX RNN)."""
 from __future__ import annotations
 
 import numpy as np
 
 from .._dtypes import I32
+from ..graph import Node
 from ..ops import build as B
 from .convert_shape import _slice
 from .translate import MNN_DTYPES, Ctx, converter, node_of
@@ -235,3 +236,34 @@ def stft(ctx: Ctx, op, xs):
     basis = np.stack([np.cos(angle), -np.sin(angle)], axis=-1).reshape(length, bins * 2) * window[:, None]
     out = B.matmul(framed, ctx.const(basis.astype(np.float32), np.dtype(np.float32)))
     return B.reshape(out, (x.shape[0], frames, bins, 2))
+
+
+@converter("RNN")
+def rnn(ctx: Ctx, op, xs):
+    """MNN's RNN op, what MNN's converter makes of an ONNX RNN: inputs x [T, B, I], w [D, H, I], r [D, H, H],
+    the summed bias [D, H] and optionally the initial hidden state [D, B, H]; outputs y [T, D, B, H] and
+    y_h [D, B, H] (op ``rnn_tanh``). As in real MNN the activation is always tanh, every sequence runs all
+    T steps and a single direction runs forward: the file keeps no activation, sequence lengths or
+    direction (MNN's converter drops them)."""
+    p = op.main if isinstance(op.main, dict) else {}
+    if len(xs) not in (4, 5):
+        raise ctx.unsupported(op, f"an RNN with {len(xs)} inputs (x, w, r, bias and an optional initial state)")
+    f32 = np.dtype(np.float32)
+    x, w, r, bias = (B.cast_node(n, f32) for n in xs[:4])
+    if len(x.shape) != 3 or len(w.shape) != 3:
+        raise ctx.unsupported(op, f"an RNN with input of shape {list(x.shape)} and weights of shape {list(w.shape)} "
+                                  "(3-D [T, B, I] and [D, H, I] only)")
+    d, hidden = int(w.shape[0]), int(w.shape[1])
+    count = int(p.get("outputCount") or 0)
+    if count != hidden:
+        raise ctx.unsupported(op, f"hidden size {count} in the op but weights of shape {list(w.shape)}")
+
+    def flat(node: Node, shape: tuple, what: str) -> Node:  # MNN reads the bias and the initial state as flat arrays
+        if int(np.prod(node.shape, dtype=np.int64)) != int(np.prod(shape, dtype=np.int64)):
+            raise ValueError(f"{ctx.op_label}: {what} of shape {list(node.shape)}, expected {list(shape)}")
+        return node if tuple(node.shape) == tuple(shape) else node_of(B.reshape(node, tuple(shape)))
+
+    ins = [x, w, r, flat(bias, (d, hidden), "bias")]
+    if len(xs) == 5:
+        ins.append(flat(B.cast_node(xs[4], f32), (d, int(x.shape[1]), hidden), "initial hidden state"))
+    return [node_of(n) for n in B.split_outputs(ctx.emit("rnn_tanh", ins))]
