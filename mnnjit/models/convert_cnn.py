@@ -1,5 +1,5 @@
 """Converters for MNN's CNN op types: Convolution, ConvolutionDepthwise, Deconvolution, Pooling,
-Pooling3D (2-D data), Interp. They map onto the NN ops of ``mnnjit/ops/nn_*.py`` (see
+Pooling3D, Interp. They map onto the NN ops of ``mnnjit/ops/nn_*.py`` (see
 docs/NN_OPS.md); weights (decoded from quantized storage when needed) are made once per model."""
 from __future__ import annotations
 
@@ -213,7 +213,9 @@ def _deconvolution_4d(ctx: Ctx, op, xs):
     d = (int(common.get("dilateY") or 1), int(common.get("dilateX") or 1))
     mode = str(common.get("padMode", "CAFFE"))
     outp = common.get("outPads")
-    op_pad = (int(outp[0]), int(outp[1])) if outp is not None and len(outp) == 2 else (0, 0)
+    # (h, w); the per-depth-tap deconvolutions real MNN's converter writes for a ConvTranspose3d carry
+    # 4 values, the last two read past the 3-D op's 3 (garbage): real MNN uses the first two
+    op_pad = (int(outp[0]), int(outp[1])) if outp is not None and len(outp) >= 2 else (0, 0)
     if mode == "SAME":
         pads, op_pad = _deconv_same_pads(ctx, common, xs, x.shape[2:], (kh, kw), s, d)
     else:
@@ -273,7 +275,7 @@ def pooling(ctx: Ctx, op, xs):
 
 @converter("Pooling3D")
 def pooling3d(ctx: Ctx, op, xs):
-    """Pool3D parameters on 4-D data (the converter's form of global and 2-D pooling)."""
+    """Pool3D: on 4-D data (the converter's form of global and 2-D pooling) and on 5-D data."""
     from ..ops.nn_pool import resolve_mnn_pool
     p = op.main or {}
     x = xs[0]
@@ -282,6 +284,8 @@ def pooling3d(ctx: Ctx, op, xs):
         # ONNX GlobalAveragePool / GlobalMaxPool of [N, C, D, H, W]: a reduction over D, H, W
         red = "reduce_max" if kind == "max" else "reduce_mean"
         return B.reduce(red, B.cast_node(x, F32), (2, 3, 4), True)
+    if len(x.shape) == 5 and not p.get("isGlobal"):
+        return _pooling3d_5d(ctx, op, x, kind)
     if len(x.shape) != 4:
         raise ctx.unsupported(op, f"3-D pooling of a {len(x.shape)}-D tensor")
     if p.get("isGlobal"):
@@ -292,6 +296,27 @@ def pooling3d(ctx: Ctx, op, xs):
         ps = [int(v) for v in (p.get("pads") if p.get("pads") is not None else [0, 0])][-2:]
         attrs = resolve_mnn_pool(x.shape[2:], ks, ss, str(p.get("padType", "CAFFE")), (ps[0], ps[1]), None, False)
     return _pool(ctx, op, x, kind, attrs)
+
+
+def _pooling3d_5d(ctx: Ctx, op, x, kind: str):
+    """Pool3D of [N, C, D, H, W] (ONNX 5-D MaxPool / AveragePool) as real MNN computes it: a 2-D pooling
+    of every depth slice over (H, W) with the op's padType (CAFFE: symmetric ``pads`` (d, h, w), floor
+    sizes; averages count the padding there, as the 4-D form does), then a pooling of the depth axis
+    whose averages count only real cells (measured: ONNX Runtime counts no padding on any axis)."""
+    from ..ops.nn_pool import resolve_mnn_pool
+    p = op.main or {}
+    ks, ss, ps = ([int(v) for v in (p.get(f) if p.get(f) is not None else dflt)]
+                  for f, dflt in (("kernels", []), ("strides", [1, 1, 1]), ("pads", [0, 0, 0])))
+    if len(ks) != 3 or len(ss) != 3 or len(ps) != 3:
+        raise ctx.unsupported(op, f"kernels {ks}, strides {ss}, pads {ps} for a 5-D input (3 values each)")
+    pad_type = str(p.get("padType", "CAFFE"))
+    n, c, d, h, w = x.shape
+    hw = resolve_mnn_pool((h, w), ks[1:], ss[1:], pad_type, (ps[1], ps[2]), None, False)
+    y = _pool(ctx, op, node_of(B.reshape(x, (n, c * d, h, w))), kind, hw)
+    oh, ow = hw["out"]
+    dep = resolve_mnn_pool((d, oh * ow), (ks[0], 1), (ss[0], 1), pad_type, (ps[0], 0), None, False)
+    y = _pool(ctx, op, node_of(B.reshape(y, (n, c, d, oh * ow))), kind, dict(dep, count_include_pad=False))
+    return B.reshape(y, (n, c, dep["out"][0], oh, ow))
 
 
 _CTM = {"AlignCorners": "align_corners", "HalfPixels": "half_pixel", "PytorchHalfPixels": "pytorch_half_pixel",

@@ -58,6 +58,7 @@ def _load_converters() -> None:
     global _loaded
     from . import (control_flow, convert_cnn, convert_detect, convert_extra, convert_math, convert_misc,  # noqa: F401
                    convert_shape)
+    from . import convert_im2col  # noqa: F401
     _loaded = True
 
 
