@@ -88,8 +88,12 @@ def _gelu(x):
 
 
 def _gelu_tanh(x):
-    x64 = x.astype(np.float64)
-    return (0.5 * x64 * (1.0 + np.tanh(0.7978845608028654 * (x64 + 0.044715 * x64 ** 3)))).astype(x.dtype)
+    """In float32 as real MNN (numpy's float32 tanh is vectorised; ``x ** 3`` in float64 took 80 ns
+    an element)."""
+    f = np.float32
+    x32 = x.astype(f, copy=False)
+    return (f(0.5) * x32 * (f(1.0) + np.tanh(f(0.7978845608028654) * (x32 + f(0.044715) * x32 * x32 * x32)))
+            ).astype(x.dtype, copy=False)
 
 
 def _sign(x):

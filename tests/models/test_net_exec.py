@@ -330,3 +330,34 @@ def test_winograd_workspaces_come_from_the_pool(threads):
         st[1].scratch = None
     again = np.array(m.forward(MNN.expr.const(xs[1], [1, 3, 64, 64])).read())
     assert np.array_equal(again, got[1])
+
+
+@pytest.mark.parametrize("act", ["gelu_erf_pattern", "gelu_unfused", "hardswish", "silu"])
+@pytest.mark.parametrize("hw", [9, 40])
+def test_activation_layers_run_as_kernel_steps(act, hw):
+    """GELU (the converter's GELU, tanh form), HardSwish and SiLU between convolutions run as
+    compiled activation steps and give the reference plan's and real MNN's numbers."""
+    from mnnjit_models_fixtures import _Builder, real_mnn_forward
+    b = _Builder(7)
+    c = b.op("Conv", ["x", b.weight((16, 3, 3, 3)), b.init(np.zeros(16, np.float32), "b")],
+             kernel_shape=[3, 3], pads=[1, 1, 1, 1])
+    y = b.op("Add", [c, b.init(np.array(0.25, np.float32), "s")])
+    if act in ("gelu_erf_pattern", "gelu_unfused"):
+        # torch's nn.GELU export (the converter fuses it into GELU); in another order it stays Erf
+        erf = b.op("Erf", [b.op("Div", [y, b.init(np.array(1.4142135, np.float32), "r")])])
+        one = b.op("Add", [erf, b.init(np.array(1.0, np.float32), "one")])
+        half = b.init(np.array(0.5, np.float32), "h")
+        y = b.op("Mul", [b.op("Mul", [y, one]), half]) if act == "gelu_erf_pattern" else \
+            b.op("Mul", [b.op("Mul", [y, half]), one])
+    elif act == "hardswish":
+        y = b.op("HardSwish", [y])
+    else:
+        y = b.op("Mul", [y, b.op("Sigmoid", [y])])
+    y = b.op("Mul", [y, b.init(np.array(3.0, np.float32), "m")])   # scaled: values of the tails count
+    path, x, ref = _save_with_reference(b, y, f"act_{act}_{hw}", (1, 3, hw, hw), (1, 16, hw, hw), hw)
+    (real,) = real_mnn_forward(path, {"x": x}, ["y"])
+    assert np.abs(ref - real).max() <= 1e-4 * max(1.0, float(np.abs(real).max()))
+    for config, tol in (({}, 1e-5), ({"precision": "low"}, 3e-2)):
+        got, steps = _kernel_plan_run(path, x, config)
+        assert {"unary", "act"} & {st_[0] for st_ in steps}
+        assert np.abs(got - ref).max() <= tol * max(1.0, float(np.abs(ref).max()))

@@ -17,6 +17,7 @@ This module imports numba: import it lazily.
 """
 from __future__ import annotations
 
+import math
 from typing import Optional, Sequence, Tuple
 
 import numpy as np
@@ -24,6 +25,7 @@ from . import numba_setup  # noqa: F401  (first: OpenMP policy, cross-process co
 from numba import njit, prange
 
 from .fp16 import load, store
+from .intrinsics import fast_expf
 from .quant import QuantRows, as_weight_source
 
 __all__ = ["ACTIVATIONS", "activation", "add", "conv2d", "depthwise_conv2d", "pool2d",
@@ -171,6 +173,36 @@ def _k_act(x, out, act):
     for ch in prange(nch):
         i0 = ch * _CHUNK
         _store_act(out, i0, x, i0, np.float32(0.0), min(_CHUNK, x.size - i0), act)
+
+
+#: unary ops of model steps that are not fused into convolutions (so kept out of :func:`_act`):
+#: the ``form`` codes of :func:`_k_unary`
+UNARY_FORMS = {"gelu_tanh": 0, "gelu": 1, "erf": 2}
+
+
+@njit(parallel=True, cache=True)
+def _k_unary(x, out, form):
+    """out = f(x) in float32: GELU's tanh approximation (form 0, MNN's GELU), GELU's erf form (1)
+    or erf (2)."""
+    nch = (x.size + _CHUNK - 1) // _CHUNK
+    c2, k, r2 = np.float32(-1.5957691216057308), np.float32(0.044715), np.float32(0.7071067811865476)
+    half, one = np.float32(0.5), np.float32(1.0)
+    for ch in prange(nch):
+        i0 = ch * _CHUNK
+        n = min(_CHUNK, x.size - i0)
+        d = out[i0:i0 + n]
+        s = x[i0:i0 + n]
+        if form == 0:   # 0.5 v (1 + tanh(y)) = v / (1 + exp(-2y)): a vectorised exp, 4x libm's tanh
+            for j in range(n):
+                v = load(s, j)
+                store(d, j, v / (one + fast_expf(c2 * (v + k * v * v * v))))
+        elif form == 1:
+            for j in range(n):
+                v = load(s, j)
+                store(d, j, half * v * (one + np.float32(math.erf(v * r2))))
+        else:
+            for j in range(n):
+                store(d, j, np.float32(math.erf(load(s, j))))
 
 
 @njit(parallel=True, cache=True)

@@ -55,7 +55,7 @@ from .pool import max_pool2d
 
 __all__ = ["NetPlan"]
 
-_ACTS = ("relu", "relu6", "sigmoid", "tanh")
+_ACTS = ("relu", "relu6", "sigmoid", "tanh", "hard_swish", "silu")
 #: outputs up to this size live in pooled buffers and are copied out at the end of a forward
 COPIED_OUTPUT_BYTES = 256 * 1024
 #: step kinds whose op describes its call as ``launch(*arrays)`` (see :func:`.launch.bind_launch`)
@@ -214,6 +214,8 @@ class NetPlan:
             return self._fc(n, slot, consumers, outputs)
         if n.op in _ACTS and ins[0].dtype == np.float32:
             return ["act", K._act_code(n.op), slot[id(ins[0])], tuple(n.shape)]
+        if n.op in K.UNARY_FORMS and ins[0].dtype == np.float32:
+            return ["unary", K.UNARY_FORMS[n.op], slot[id(ins[0])], tuple(n.shape)]
         if n.op == "pool2d" and len(n.shape) == 4 and n.attrs["kind"] in ("max", "avg"):
             a = n.attrs
             x = ins[0]
@@ -488,6 +490,9 @@ class NetPlan:
         if kind == "act":
             a, o = args
             return K._k_act, (a.reshape(-1), o.reshape(-1), st[1])
+        if kind == "unary":
+            a, o = args
+            return K._k_unary, (a.reshape(-1), o.reshape(-1), st[1])
         if kind == "pool":
             a, o = args
             return K._k_pool, (a, o, *st[1])
