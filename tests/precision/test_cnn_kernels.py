@@ -516,3 +516,23 @@ def test_conv_gemm_residual_layouts():
         cv.launch(x, out, res_t)
     with pytest.raises(ValueError, match="C-contiguous float32"):
         cv.run(x, out, np.ascontiguousarray(res_t).astype(np.uint16))   # half bits with float32 output
+
+
+@pytest.mark.parametrize("k", [(5, 5), (7, 7), (1, 1), (2, 4), (5, 3)])
+@pytest.mark.parametrize("stride", [1, 2])
+@pytest.mark.parametrize("hw,pads", [((57, 56), (2, 2, 2, 2)), ((15, 14), (1, 3, 0, 2)), ((8, 7), (3, 3, 3, 3))])
+@pytest.mark.parametrize("half", [False, True])
+def test_depthwise_large_kernels_and_stride_2_planes(k, stride, hw, pads, half):
+    """Kernels other than 3x3 (EfficientNet's and MobileNetV3's 5x5): stride 1 as contiguous tap
+    streams, stride 2 on the four parity planes, odd plane sizes and one-sided pads."""
+    kh, kw = k
+    if hw[0] + pads[0] + pads[1] < kh or hw[1] + pads[2] + pads[3] < kw:
+        pytest.skip("kernel larger than the padded plane")
+    case = (2, 6, 6, hw[0], hw[1], kh, kw, (stride, stride), (1, 1), pads, 6, "relu6", kh * 31 + hw[1])
+    x, wt, b = _data(case)
+    xs = to_f16(x) if half else x
+    got = depthwise_conv2d(xs, wt.reshape(6, -1), b, (kh, kw), (stride, stride), pads, (1, 1), "relu6")
+    got = to_f32(got) if half else got
+    ref = act_ref(conv_ref(to_f32(xs) if half else x, wt, b, (stride, stride), pads, (1, 1), 6), "relu6")
+    assert got.shape == ref.shape
+    assert np.abs(got - ref).max() <= (2e-2 if half else 1e-4) * max(1.0, float(np.abs(ref).max()))

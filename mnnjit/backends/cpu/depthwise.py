@@ -59,8 +59,12 @@ def _plane_flat(xp, WP, acc, n_flat, wc, b, kh, kw, s, dh, dw):
             for kx in range(kw):
                 wv = wc[ky * kw + kx]
                 r = xp[ky * dh * WP + kx * dw:]
-                for i in range(n_flat):
-                    a[i] += wv * r[s * i]
+                if s == 1:   # a contiguous stream (``r[s * i]`` with s unknown is a gather: 7x slower)
+                    for i in range(n_flat):
+                        a[i] += wv * r[i]
+                else:
+                    for i in range(n_flat):
+                        a[i] += wv * r[s * i]
 
 
 @njit(inline="always")
@@ -128,21 +132,21 @@ def _k_depthwise(x, w, bias, out, kh, kw, sh, sw, pt, pl, dh, dw, act, nchunk):
 
 
 @njit(inline="always")
-def _s2_geometry(H, W, OH, OW, pt, pl):
-    """(WH, PS, n_flat) of :func:`_dw_plane_s2`'s four parity planes: row length, plane size
-    and the flat output length."""
-    HH = max(OH + 1, (pt + H + 1) // 2) + 1
-    WH = max(OW + 1, (pl + W + 1) // 2) + 1
+def _s2_geometry(H, W, OH, OW, pt, pl, kh, kw):
+    """(WH, PS, n_flat) of :func:`_dw_plane_s2`'s four parity planes for a kh x kw kernel: row
+    length, plane size and the flat output length."""
+    HH = max(OH + (kh - 1) // 2, (pt + H + 1) // 2) + 1
+    WH = max(OW + (kw - 1) // 2, (pl + W + 1) // 2) + 1
     return WH, HH * WH, (OH - 1) * WH + OW
 
 
 @njit(inline="always")
-def _dw_plane_s2(plane, xp, acc, wc, b, outp, pt, pl, act, WH, PS, n_flat):
-    """One channel of a 3x3 stride-2 (dilation 1) depthwise convolution: the zero-bordered plane
-    is stored as four parity planes in ``xp`` (even/odd padded rows x even/odd padded columns,
-    split while copying), so every tap of output (oy, ox) is
-    plane[(ky%2)*2 + kx%2][oy + ky//2, ox + kx//2]: nine contiguous streams over a flat output
-    index with one junk column per row, instead of stride-2 gathers."""
+def _dw_plane_s2(plane, xp, acc, wc, b, outp, pt, pl, act, WH, PS, n_flat, kh, kw):
+    """One channel of a kh x kw stride-2 (dilation 1) depthwise convolution: the zero-bordered
+    plane is stored as four parity planes in ``xp`` (even/odd padded rows x even/odd padded
+    columns, split while copying), so every tap of output (oy, ox) is
+    plane[(ky%2)*2 + kx%2][oy + ky//2, ox + kx//2]: contiguous streams over a flat output index
+    with junk columns at the row ends, instead of stride-2 gathers (written out for 3x3)."""
     H, W = plane.shape
     OH, OW = outp.shape
     e0 = pl % 2                  # first input column landing on an even padded column
@@ -163,29 +167,40 @@ def _dw_plane_s2(plane, xp, acc, wc, b, outp, pt, pl, act, WH, PS, n_flat):
         so = src[e1:]
         for j in range(no):
             do[j] = load(so, 2 * j)
-    w0, w1, w2, w3, w4, w5, w6, w7, w8 = wc[0], wc[1], wc[2], wc[3], wc[4], wc[5], wc[6], wc[7], wc[8]
-    t0 = xp[0:]
-    t1 = xp[PS:]
-    t2 = xp[1:]
-    t3 = xp[2 * PS:]
-    t4 = xp[3 * PS:]
-    t5 = xp[2 * PS + 1:]
-    t6 = xp[WH:]
-    t7 = xp[PS + WH:]
-    t8 = xp[WH + 1:]
-    for i in range(n_flat):
-        acc[i] = (b + w0 * t0[i] + w1 * t1[i] + w2 * t2[i] + w3 * t3[i] + w4 * t4[i]
-                  + w5 * t5[i] + w6 * t6[i] + w7 * t7[i] + w8 * t8[i])
+    if kh == 3 and kw == 3:
+        w0, w1, w2, w3, w4, w5, w6, w7, w8 = wc[0], wc[1], wc[2], wc[3], wc[4], wc[5], wc[6], wc[7], wc[8]
+        t0 = xp[0:]
+        t1 = xp[PS:]
+        t2 = xp[1:]
+        t3 = xp[2 * PS:]
+        t4 = xp[3 * PS:]
+        t5 = xp[2 * PS + 1:]
+        t6 = xp[WH:]
+        t7 = xp[PS + WH:]
+        t8 = xp[WH + 1:]
+        for i in range(n_flat):
+            acc[i] = (b + w0 * t0[i] + w1 * t1[i] + w2 * t2[i] + w3 * t3[i] + w4 * t4[i]
+                      + w5 * t5[i] + w6 * t6[i] + w7 * t7[i] + w8 * t8[i])
+    else:
+        a = acc[:n_flat]
+        for i in range(n_flat):
+            a[i] = b
+        for ky in range(kh):
+            for kx in range(kw):
+                wv = wc[ky * kw + kx]
+                t = xp[((ky % 2) * 2 + kx % 2) * PS + (ky // 2) * WH + kx // 2:]
+                for i in range(n_flat):
+                    a[i] += wv * t[i]
     for oy in range(OH):
         _store_act(outp[oy], 0, acc, oy * WH, np.float32(0.0), OW, act)
 
 
 @njit(parallel=True, cache=True)
-def _k_depthwise_s2(x, w, bias, out, pt, pl, act, nchunk):
-    """3x3, stride 2, dilation 1 (:func:`_dw_plane_s2` per channel); tasks are chunks of planes."""
+def _k_depthwise_s2(x, w, bias, out, pt, pl, act, nchunk, kh, kw):
+    """kh x kw, stride 2, dilation 1 (:func:`_dw_plane_s2` per channel); tasks are chunks of planes."""
     N, C, H, W = x.shape
     OH, OW = out.shape[2], out.shape[3]
-    WH, PS, n_flat = _s2_geometry(H, W, OH, OW, pt, pl)
+    WH, PS, n_flat = _s2_geometry(H, W, OH, OW, pt, pl, kh, kw)
     NC = N * C
     for chunk in prange(nchunk):
         c0 = chunk * NC // nchunk
@@ -195,7 +210,7 @@ def _k_depthwise_s2(x, w, bias, out, pt, pl, act, nchunk):
         for nc in range(c0, c1):
             n = nc // C
             c = nc % C
-            _dw_plane_s2(x[n, c], xp, acc, w[c], bias[c], out[n, c], pt, pl, act, WH, PS, n_flat)
+            _dw_plane_s2(x[n, c], xp, acc, w[c], bias[c], out[n, c], pt, pl, act, WH, PS, n_flat, kh, kw)
 
 
 class Depthwise:
@@ -242,8 +257,8 @@ class Depthwise:
             return flat_kernel(self.path, H, W), (
                 x.reshape(N * C, H * W), self.w, self.bias,
                 out.reshape(N * C, self.out_shape[2] * self.out_shape[3]), H, W, act, self.nchunk)
-        if (kh, kw, sh, sw, dh, dw) == (3, 3, 2, 2, 1, 1):
-            return _k_depthwise_s2, (x, self.w, self.bias, out, pt, pl, act, self.nchunk)
+        if (sh, sw, dh, dw) == (2, 2, 1, 1):
+            return _k_depthwise_s2, (x, self.w, self.bias, out, pt, pl, act, self.nchunk, kh, kw)
         return _k_depthwise, (x, self.w, self.bias, out, *self.args, self.nchunk)
 
 

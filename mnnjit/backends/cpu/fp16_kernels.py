@@ -171,10 +171,32 @@ def new_like(dtype: np.dtype, shape: Sequence[int]) -> np.ndarray:
 # ---------------------------------------------------------------- elementwise
 @njit(parallel=True, cache=True)
 def _k_act(x, out, act):
+    """out = act(x): each activation its own loop (a code tested per element, as ``_act`` does
+    inside :func:`_store_act`, keeps the loop scalar: silu 2.1 -> 0.5 ns an element)."""
     nch = (x.size + _CHUNK - 1) // _CHUNK
+    one = np.float32(1.0)
     for ch in prange(nch):
         i0 = ch * _CHUNK
-        _store_act(out, i0, x, i0, np.float32(0.0), min(_CHUNK, x.size - i0), act)
+        n = min(_CHUNK, x.size - i0)
+        d = out[i0:i0 + n]
+        s = x[i0:i0 + n]
+        if act == 3:
+            for j in range(n):
+                store(d, j, one / (one + fast_expf(-load(s, j))))
+        elif act == 4:
+            for j in range(n):
+                v = load(s, j)
+                store(d, j, one - np.float32(2.0) / (one + fast_expf(v + v)))
+        elif act == 5:
+            for j in range(n):
+                v = load(s, j)
+                store(d, j, v * min(max(v + np.float32(3.0), np.float32(0.0)), np.float32(6.0)) / np.float32(6.0))
+        elif act == 6:
+            for j in range(n):
+                v = load(s, j)
+                store(d, j, v / (one + fast_expf(-v)))
+        else:
+            _store_act(out, i0, x, i0, np.float32(0.0), n, act)
 
 
 #: unary ops of model steps that are not fused into convolutions (so kept out of :func:`_act`):
