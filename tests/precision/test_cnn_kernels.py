@@ -536,3 +536,33 @@ def test_depthwise_large_kernels_and_stride_2_planes(k, stride, hw, pads, half):
     ref = act_ref(conv_ref(to_f32(xs) if half else x, wt, b, (stride, stride), pads, (1, 1), 6), "relu6")
     assert got.shape == ref.shape
     assert np.abs(got - ref).max() <= (2e-2 if half else 1e-4) * max(1.0, float(np.abs(ref).max()))
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.integers(1, 2), st.integers(1, 9), st.integers(1, 20), st.integers(1, 300), st.integers(1, 5),
+       st.integers(1, 3), st.integers(1, 4), st.tuples(st.integers(0, 4), st.integers(0, 4)),
+       st.sampled_from([1, 1, 2]), st.booleans(), st.booleans(), st.integers(0, 2**16))
+def test_conv_gemm_on_column_planes(n, c, o, length, k, s, d, pads, group, half, residual, seed):
+    """[N, C, L, 1] planes under (k, 1) kernels (Conv1d as real MNN runs it) run as [N, C, 1, L]
+    rows: strides, dilations, top/bottom pads, groups, float16 storage, a residual epilogue."""
+    c, o = c * group, o * group
+    assume(length + pads[0] + pads[1] >= (k - 1) * d + 1)
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((n, c, length, 1)).astype(np.float32)
+    wt = rng.standard_normal((o, c // group, k, 1)).astype(np.float32)
+    b = rng.standard_normal(o).astype(np.float32)
+    mat = wt.reshape(o, -1)
+    pw = K.pack_grouped(mat, group) if group > 1 else K.PackedWeights.from_dense(mat)
+    p4 = (pads[0], pads[1], 0, 0)
+    cv = K.ConvGemm(pw, b, x.shape, (k, 1), (s, 1), p4, (d, 1), group, "relu")
+    assert cv.geometry[0] == 1 or length == 1
+    ref = conv_ref(x, wt, b, (s, 1), p4, (d, 1), group)
+    res = rng.standard_normal(ref.shape).astype(np.float32) if residual else None
+    ref = act_ref(ref + (0 if res is None else res), "relu")
+    xs = to_f16(x) if half else x
+    out = np.empty(cv.out_shape, xs.dtype)
+    rs = None if res is None else storage_view(to_f16(res) if half else res)
+    cv.run(storage_view(xs), storage_view(out), rs)
+    got = to_f32(out) if half else out
+    assert got.shape == ref.shape
+    assert np.abs(got - ref).max() <= (2e-2 if half else 1e-4) * max(1.0, float(np.abs(ref).max()))
