@@ -38,18 +38,42 @@ def test_pool_kernel_equals_ref(monkeypatch):
 
 
 @pytest.mark.parametrize("method,coord", [("bilinear", "half_pixel"), ("cubic", "align_corners"),
-                                          ("bilinear", "asymmetric")])
+                                          ("bilinear", "asymmetric"), ("nearest", "asymmetric"),
+                                          ("nearest_round", "half_pixel"), ("cubic", "half_pixel")])
 def test_resize_kernel_equals_ref(monkeypatch, method, coord):
     monkeypatch.setattr(nn_resize, "NUMBA_WORK", 0)
     x = rng.standard_normal((1, 3, 7, 9)).astype(np.float32)
-    attrs = {"size": (13, 5), "method": method, "coord": coord}
-    np.testing.assert_allclose(kernels_nn.resize([x], attrs), nn_resize.resize_ref([x], attrs), atol=1e-6)
+    x[0, 0, 0, 0] = -0.0
+    for trunc in (False, True):
+        attrs = {"size": (13, 5), "method": method, "coord": coord, "trunc_taps": trunc}
+        got, want = kernels_nn.resize([x], attrs), nn_resize.resize_ref([x], attrs)
+        np.testing.assert_allclose(got, want, atol=1e-6)
+        if method.startswith("nearest"):   # one tap of weight 1: an exact copy, signed zeros too
+            assert np.array_equal(np.signbit(got), np.signbit(want)) and np.array_equal(got, want)
+
+
+@pytest.mark.parametrize("shape,axes,params", [((2, 32, 40, 30), (2, 3), 0), ((197, 384), (-1,), 2),
+                                               ((3, 5, 7, 600), (3,), 1), ((2, 6, 50), (1, 2), 2),
+                                               ((4, 6, 50), (1,), 2)])
+@pytest.mark.parametrize("rms", [False, True])
+def test_layer_norm_kernel_matches_ref(shape, axes, params, rms):
+    """Normalisation over trailing axes on the Numba kernel (others, like the middle axis of the
+    last case, through the ref): within float32 rounding of the reference."""
+    from mnnjit.ops.nn_misc import _layer_norm_ref
+    x = (rng.standard_normal(shape) * 3 + 1).astype(np.float32)
+    norm_shape = tuple(shape[a] for a in axes)
+    ps = [rng.standard_normal(norm_shape).astype(np.float32) for _ in range(params)]
+    attrs = {"axes": axes, "eps": 1e-5, "rms": rms}
+    if axes == (1,) and len(shape) == 3:
+        ps = []
+    want = _layer_norm_ref([x] + ps, attrs)
+    np.testing.assert_allclose(kernels_nn.layer_norm([x] + ps, attrs), want, atol=2e-6, rtol=1e-5)
 
 
 def test_kernels_registered_with_the_compiler():
     from mnnjit.backends.cpu import kernels
     kernels.load_kernel_modules()
-    for op in ("conv2d", "pool2d", "resize"):
+    for op in ("conv2d", "pool2d", "resize", "layer_norm"):
         assert op in kernels._KERNELS
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...ops import nn_conv, nn_pool, nn_resize
+from ...ops import nn_conv, nn_misc, nn_pool, nn_resize
 from . import nn_kernels
 from .kernels import cpu_kernel
 
@@ -47,14 +47,35 @@ def pool2d(inputs: list, attrs: dict):
 
 @cpu_kernel("resize", min_size=4096, dtypes=[np.float32])
 def resize(inputs: list, attrs: dict):
-    """Bilinear/cubic resizes above ``nn_resize.NUMBA_WORK`` output taps on the Numba kernel."""
+    """Resizes above ``nn_resize.NUMBA_WORK`` output taps on the Numba kernel (nearest ones as one
+    tap of weight 1: an exact copy)."""
     x = inputs[0]
     oh, ow = attrs["size"]
     h, w = x.shape[-2:]
-    if attrs["method"].startswith("nearest") or not h * w:
+    if not h * w:
         return nn_resize.resize_ref(inputs, attrs)
     ih, wh = nn_resize.axis_taps(h, oh, attrs, 0)
     iw, ww = nn_resize.axis_taps(w, ow, attrs, 1)
     if x.size // (h * w) * oh * ow * ih.shape[1] * iw.shape[1] >= nn_resize.NUMBA_WORK:
         return nn_kernels.resize_separable(x, ih, wh, iw, ww)
     return nn_resize.resize_ref(inputs, attrs)
+
+
+@cpu_kernel("layer_norm", min_size=1 << 16, dtypes=[np.float32])
+def layer_norm(inputs: list, attrs: dict):
+    """Normalisation over the trailing axes (LayerNorm, InstanceNorm as converted, RMSNorm) with
+    gamma/beta of the normalised shape on the Numba kernel; other layouts (groups, gamma over a
+    leading axis) run the ref."""
+    x = np.asarray(inputs[0])
+    axes = sorted(a % x.ndim for a in attrs["axes"]) if x.ndim else []
+    nd = len(axes)
+    if attrs.get("group", 1) != 1 or not nd or axes != list(range(x.ndim - nd, x.ndim)):
+        return nn_misc._layer_norm_ref(inputs, attrs)
+    row = int(np.prod(x.shape[x.ndim - nd:]))
+    params = [np.asarray(p, np.float32) for p in inputs[1:3]]
+    if row == 0 or any(p.size != row for p in params):
+        return nn_misc._layer_norm_ref(inputs, attrs)
+    y = nn_kernels.layer_norm_rows(x.reshape(-1, row), params[0] if params else None,
+                                   params[1] if len(params) > 1 else None,
+                                   attrs.get("eps", 1e-5), attrs.get("rms", False))
+    return y.reshape(x.shape)

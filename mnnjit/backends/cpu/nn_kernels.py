@@ -74,8 +74,8 @@ def _resize_sep(x, ih, wh, iw, ww, out):  # pragma: no cover - compiled
             row = src[r]
             t = tmp[r]
             for j in range(ow):
-                acc = np.float32(0.0)
-                for b in range(tw):
+                acc = row[iw[j, 0]] * ww[j, 0]   # (not 0 + ...: a one-tap copy keeps -0.0)
+                for b in range(1, tw):
                     acc += row[iw[j, b]] * ww[j, b]
                 t[j] = acc
         for i in range(oh):
@@ -143,3 +143,43 @@ def pool2d(x: np.ndarray, kind: str, kernel, stride, pads, out_hw, include_pad: 
     t, b, l, r = pads
     _pool(planes, kernel[0], kernel[1], stride[0], stride[1], t, l, b, r, kind == "max", bool(include_pad), out)
     return out.reshape(n, c, out_hw[0], out_hw[1])
+
+
+@nb.njit(parallel=True, cache=True, nogil=True, fastmath={"reassoc"})
+def _layer_norm_rows(x, g, b, eps, rms, has_g, has_b, out):  # pragma: no cover - compiled
+    rows, n = x.shape
+    for r in nb.prange(rows):
+        src = x[r]
+        dst = out[r]
+        mean = 0.0
+        if not rms:
+            s = 0.0
+            for j in range(n):
+                s += src[j]
+            mean = s / n
+        q = 0.0
+        for j in range(n):
+            d = src[j] - mean
+            q += d * d
+        rstd = np.float32(1.0 / np.sqrt(q / n + eps))
+        m32 = np.float32(mean)
+        for j in range(n):
+            v = (src[j] - m32) * rstd
+            if has_g:
+                v = v * g[j]
+            if has_b:
+                v = v + b[j]
+            dst[j] = v
+
+
+def layer_norm_rows(x: np.ndarray, gamma: np.ndarray | None, beta: np.ndarray | None, eps: float,
+                    rms: bool) -> np.ndarray:
+    """Normalise each row of the 2-D float32 ``x`` (mean and variance summed in float64; RMS
+    without the mean), then ``* gamma + beta`` (vectors of the row length, or None)."""
+    x = np.ascontiguousarray(x, np.float32)
+    out = np.empty_like(x)
+    one = np.ones(1, np.float32)
+    g = one if gamma is None else np.ascontiguousarray(gamma, np.float32).reshape(-1)
+    b = one if beta is None else np.ascontiguousarray(beta, np.float32).reshape(-1)
+    _layer_norm_rows(x, g, b, float(eps), bool(rms), gamma is not None, beta is not None, out)
+    return out
