@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import assume, given, settings, strategies as st
 
 from precision_refs import act_ref, conv_ref, pool_ref
 
@@ -120,3 +120,19 @@ def test_1x1_conv_with_only_bottom_right_padding():
         y = K.conv2d(x.astype(dt), wt.reshape(2, -1), b, (1, 1), (1, 1), (0, 1, 0, 1))
         ref = conv_ref(x.astype(dt).astype(np.float32), wt, b, (1, 1), (0, 1, 0, 1), (1, 1), 1)
         assert np.all(np.abs(y.astype(np.float64) - ref) <= _tol(dt, ref))
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.sampled_from(DTYPES), st.sampled_from(["max", "avg"]), st.integers(1, 5), st.integers(1, 5),
+       st.integers(1, 3), st.integers(1, 3), st.tuples(*[st.integers(0, 2)] * 4), st.booleans(),
+       st.integers(1, 30), st.integers(1, 30), st.integers(0, 2**16))
+def test_pooling_random_windows(dtype, kind, kh, kw, sh, sw, pads, incl, h, w, seed):
+    """Row-segment pooling against the float64 reference: any window, stride and one-sided pads
+    (pads below the window, as ONNX allows), both divisors of an average."""
+    assume(all(p < k for p, k in zip(pads, (kh, kh, kw, kw))))
+    assume(h + pads[0] + pads[1] >= kh and w + pads[2] + pads[3] >= kw)
+    x = np.random.default_rng(seed).standard_normal((2, 3, h, w)).astype(dtype)
+    y = K.pool2d(x, kind, (kh, kw), (sh, sw), pads, count_include_pad=incl)
+    ref = pool_ref(x.astype(np.float32), kind, (kh, kw), (sh, sw), pads, incl)
+    assert y.shape == ref.shape
+    assert np.all(np.abs(y.astype(np.float64) - ref) <= _tol(dtype, ref))

@@ -323,38 +323,65 @@ def depthwise_conv2d(x: np.ndarray, weight: np.ndarray, bias: Optional[np.ndarra
 # ---------------------------------------------------------------- pooling
 @njit(parallel=True, cache=True)
 def _k_pool(x, out, is_max, kh, kw, sh, sw, pt, pl, pb, pr, include_pad):
+    """Max or average pooling of storage arrays x [N, C, H, W] -> out [N, C, OH, OW]. Each output
+    row accumulates, tap by tap in (ky, kx) order (the reference's order), the input row segment
+    that tap reads for the outputs whose window holds it: contiguous at stride 1 (a 3x3 stride-1
+    average pool of 3x32x114x100: 29.9 -> ~2 ms), no per-tap bounds tests."""
     N, C, H, W = x.shape
     OH, OW = out.shape[2], out.shape[3]
+    # per output column: cells of its window inside the image, or inside the padded image
+    cx = np.empty(OW, np.int64)
+    for ox in range(OW):
+        x0 = ox * sw - pl
+        if include_pad:
+            cx[ox] = max(0, min(x0 + kw, W + pr) - max(x0, -pl))
+        else:
+            cx[ox] = max(0, min(x0 + kw, W) - max(x0, 0))
     for nc in prange(N * C):
         n = nc // C
         c = nc % C
+        acc = np.empty(OW, np.float32)
         for oy in range(OH):
             y0 = oy * sh - pt
             for ox in range(OW):
-                x0 = ox * sw - pl
-                acc = np.float32(-np.inf) if is_max else np.float32(0.0)
-                cnt = 0
-                for ky in range(kh):
-                    iy = y0 + ky
-                    if iy < 0 or iy >= H:
+                acc[ox] = np.float32(-np.inf) if is_max else np.float32(0.0)
+            for ky in range(kh):
+                iy = y0 + ky
+                if iy < 0 or iy >= H:
+                    continue
+                row = x[n, c, iy]
+                for kx in range(kw):
+                    # outputs ox whose tap kx reads inside the row: 0 <= ox*sw - pl + kx < W
+                    lo = max(0, (pl - kx + sw - 1) // sw)
+                    hi = min(OW, (W - 1 + pl - kx) // sw + 1)
+                    if hi <= lo:
                         continue
-                    for kx in range(kw):
-                        ix = x0 + kx
-                        if ix < 0 or ix >= W:
-                            continue
-                        v = load(x, (n, c, iy, ix))
+                    a = acc[lo:hi]
+                    if sw == 1:
+                        r = row[lo - pl + kx:]
                         if is_max:
-                            acc = max(acc, v)
+                            for j in range(hi - lo):
+                                a[j] = max(a[j], load(r, j))
                         else:
-                            acc += v
-                        cnt += 1
-                if not is_max:
-                    if include_pad:
-                        cy = min(y0 + kh, H + pb) - max(y0, -pt)
-                        cx = min(x0 + kw, W + pr) - max(x0, -pl)
-                        cnt = cy * cx
-                    acc = acc / np.float32(cnt) if cnt > 0 else np.float32(0.0)
-                store(out, (n, c, oy, ox), acc)
+                            for j in range(hi - lo):
+                                a[j] += load(r, j)
+                    else:
+                        r = row[lo * sw - pl + kx:]
+                        for j in range(hi - lo):
+                            v = load(r, j * sw)
+                            a[j] = max(a[j], v) if is_max else a[j] + v
+            orow = out[n, c, oy]
+            if is_max:
+                for ox in range(OW):
+                    store(orow, ox, acc[ox])
+            else:
+                if include_pad:
+                    cy = max(0, min(y0 + kh, H + pb) - max(y0, -pt))
+                else:
+                    cy = max(0, min(y0 + kh, H) - max(y0, 0))
+                for ox in range(OW):
+                    cnt = cy * cx[ox]
+                    store(orow, ox, acc[ox] / np.float32(cnt) if cnt > 0 else np.float32(0.0))
 
 
 @njit(inline="always", fastmath={"reassoc"})
