@@ -88,12 +88,12 @@ def _gelu(x):
 
 
 def _gelu_tanh(x):
-    """In float32 as real MNN (numpy's float32 tanh is vectorised; ``x ** 3`` in float64 took 80 ns
-    an element)."""
-    f = np.float32
-    x32 = x.astype(f, copy=False)
-    return (f(0.5) * x32 * (f(1.0) + np.tanh(f(0.7978845608028654) * (x32 + f(0.044715) * x32 * x32 * x32)))
-            ).astype(x.dtype, copy=False)
+    """As ``x / (1 + exp(-2y))`` (= 0.5 x (1 + tanh(y)), without its cancellation for negative x) in
+    float64 with ``x * x * x``: 2 ms for 300k elements, where ``x ** 3`` and tanh took 28."""
+    x64 = x.astype(np.float64)
+    with np.errstate(over="ignore"):
+        e = np.exp(-1.5957691216057308 * (x64 + 0.044715 * x64 * x64 * x64))
+    return (x64 / (1.0 + e)).astype(x.dtype)
 
 
 def _sign(x):
