@@ -31,7 +31,7 @@ from numba.extending import overload
 from .fp16 import load, store
 from .gemm_tile import (MR, NR, col_f16, col_f32, tile8_f16, tile8_f32, tile16r2_f16, tile16r2_f32,
                         tile16r4_f16, tile16r4_f32, tile_f16, tile_f32, tile_pfb_f16, tile_pfb_f32)
-from .fp16_kernels import _act, _act_code, _conv_out_hw, _keep_alive
+from .fp16_kernels import _act, _act_code, _conv_out_hw, _keep_alive, act_inplace
 
 __all__ = ["PackedWeights", "ConvGemm", "gemm_panels", "pack_grouped", "MR", "NR"]
 
@@ -363,8 +363,7 @@ def _im2col_phased(ph, C, kh, kw, sh, sw, OW, oy0, p0, pc, col):
 @njit(inline="always")
 def _finish_act(out_row, n, act):
     """Activations the micro-kernel does not apply (sigmoid, tanh, ...), in place."""
-    for j in range(n):
-        store(out_row, j, _act(load(out_row, j), act))
+    act_inplace(out_row, n, act)
 
 
 @njit(parallel=True, cache=True)
@@ -531,7 +530,8 @@ def _one_tile(out, wp, q, q0, jb, nfull, tail, bptr, ldb, btile, ctile, bias, n,
             dst = out[n, o0 + r, cb + j0:cb + j0 + t]
             rs = res[n, o0 + r, cb + j0:cb + j0 + t]
             for j in range(t):
-                store(dst, j, _act(load(dst, j) + load(rs, j), act))
+                store(dst, j, load(dst, j) + load(rs, j))
+            act_inplace(dst, t, act)
     elif act > 2:
         for r in range(rows):
             _finish_act(out[n, o0 + r, cb + j0:cb + j0 + t], t, act)
