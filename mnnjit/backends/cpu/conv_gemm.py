@@ -366,7 +366,7 @@ def _finish_act(out_row, n, act):
     act_inplace(out_row, n, act)
 
 
-@njit(parallel=True, cache=True)
+@njit(parallel=True, cache=True, error_model="numpy")
 def _k_conv_gemm(x, w, kind, codes8, codes4, scale, offset, bs, bias, out, res, has_res,
                  H, W, kh, kw, sh, sw, pt, pl, dh, dw, OW, group, direct, act,
                  n_ochunk, n_pchunk, pc_max, o_outer, phased, pack_b, pf_b):

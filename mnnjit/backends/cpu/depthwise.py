@@ -110,7 +110,7 @@ def _dw_geometry(H, W, OH, OW, kh, kw, sh, sw, pt, pl, dh, dw):
     return HP, WP, (OH - 1) * WP + OW
 
 
-@njit(parallel=True, cache=True)
+@njit(parallel=True, cache=True, error_model="numpy")
 def _k_depthwise(x, w, bias, out, kh, kw, sh, sw, pt, pl, dh, dw, act, nchunk):
     """out[n, c] = act(bias[c] + sum_taps w[c, tap] * x[n, c, shifted]); x [N, C, H, W] and out
     [N, C, OH, OW] as storage arrays (float32 or uint16 half bits), w [C, kh*kw] float32.
@@ -195,7 +195,7 @@ def _dw_plane_s2(plane, xp, acc, wc, b, outp, pt, pl, act, WH, PS, n_flat, kh, k
         _store_act(outp[oy], 0, acc, oy * WH, np.float32(0.0), OW, act)
 
 
-@njit(parallel=True, cache=True)
+@njit(parallel=True, cache=True, error_model="numpy")
 def _k_depthwise_s2(x, w, bias, out, pt, pl, act, nchunk, kh, kw):
     """kh x kw, stride 2, dilation 1 (:func:`_dw_plane_s2` per channel); tasks are chunks of planes."""
     N, C, H, W = x.shape

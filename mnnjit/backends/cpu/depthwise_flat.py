@@ -126,7 +126,7 @@ def _dw3_plane_s1_banded(src, buf, ml, mr, acc, wc, b, dst, W, act):
 
 # One parallel driver per plane body (four nearly equal kernels, on purpose): one kernel taking
 # both bodies behind a flag measured 15-45 % slower on 7x7 / 14x14 planes (session 4).
-@njit(parallel=True, cache=True)
+@njit(parallel=True, cache=True, error_model="numpy")
 def _k_dw3x3_s1_flat(x, w, bias, out, H, W, act, nchunk):
     """3x3, stride 1, pads 1, dilation 1 on planes of at most one band (:data:`_BAND` outputs);
     x and out [N*C, H*W] storage arrays, w [C, 9]. Tasks are chunks of (image, channel) planes,
@@ -142,7 +142,7 @@ def _k_dw3x3_s1_flat(x, w, bias, out, H, W, act, nchunk):
             _dw3_plane_s1(x[nc], buf, ml, mr, acc, w[c], bias[c], out[nc], W, act)
 
 
-@njit(parallel=True, cache=True)
+@njit(parallel=True, cache=True, error_model="numpy")
 def _k_dw3x3_s1_banded(x, w, bias, out, H, W, act, nchunk):
     """:func:`_k_dw3x3_s1_flat` for planes larger than one band (:func:`_dw3_plane_s1_banded`)."""
     NC = x.shape[0]
@@ -339,7 +339,7 @@ def _s2_quarter_bands(E, O, OH, OW, ml, acc, wc, b, dst, act):
         _s2_rows(E, O, k0, min(rb, n - k0), OH, OW, ml, acc, wc, b, dst, act)
 
 
-@njit(parallel=True, cache=True)
+@njit(parallel=True, cache=True, error_model="numpy")
 def _k_dw3x3_s2_flat(x, w, bias, out, H, W, act, nchunk):
     """3x3, stride 2, pads top/left 1, dilation 1, even H and W, planes of one band; x [N*C, H*W]
     and out [N*C, (H/2)*(W/2)] storage arrays, w [C, 9]. Tasks are chunks of (image, channel)
@@ -355,7 +355,7 @@ def _k_dw3x3_s2_flat(x, w, bias, out, H, W, act, nchunk):
             _dw3_plane_s2(x[nc], A, B, ml, acc, w[c], bias[c], out[nc], W, act)
 
 
-@njit(parallel=True, cache=True)
+@njit(parallel=True, cache=True, error_model="numpy")
 def _k_dw3x3_s2_banded(x, w, bias, out, H, W, act, nchunk):
     """:func:`_k_dw3x3_s2_flat` for planes wider than :data:`_S2_HALVES_MAX_W`
     (:func:`_dw3_plane_s2_banded`)."""

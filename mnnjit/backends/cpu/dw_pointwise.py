@@ -200,7 +200,7 @@ def _dwpw_task(x, pre, pre_w, pre_bias, dw_w, dw_b, dw_act, wp, bias, out, res, 
     _keep_alive(srow, col)
 
 
-@njit(parallel=True, cache=True)
+@njit(parallel=True, cache=True, error_model="numpy")
 def _k_dw_pw(x, pre, pre_w, pre_bias, dw_w, dw_b, dw_act, wp, bias, out, res, has_res, act,
              dims, R, nchunk):
     """out = act(1x1 conv(depthwise 3x3 s1 p1(y)) [+ res]) for float32 ``out`` [N, O, H, W]

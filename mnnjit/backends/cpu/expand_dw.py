@@ -301,7 +301,7 @@ def _xdw_task_quarters(x, xq_all, w, kind, codes8, codes4, scale, offset, bs, bi
     _keep_alive(ctile_a, mr_a)
 
 
-@njit(parallel=True, cache=True)
+@njit(parallel=True, cache=True, error_model="numpy")
 def _k_expand_dw(x, w, kind, codes8, codes4, scale, offset, bs, bias, act1,
                  dw_w, dw_b, out, act2, s2, nchunk, packed):
     """out = depthwise(act1(1x1 conv(x))) for x [N, K, H, W] and out [N, O, OH, OW] storage
@@ -313,7 +313,7 @@ def _k_expand_dw(x, w, kind, codes8, codes4, scale, offset, bs, bias, act1,
                   act2, s2, nchunk, task, packed)
 
 
-@njit(parallel=True, cache=True)
+@njit(parallel=True, cache=True, error_model="numpy")
 def _k_expand_dw_quarters(x, w, kind, codes8, codes4, scale, offset, bs, bias, act1,
                           dw_w, dw_b, out, act2, nchunk):
     """:func:`_k_expand_dw` for a stride-2 depthwise layer on float32 storage: the input's

@@ -21,7 +21,7 @@ from .fp16 import load, store
 __all__ = ["max_pool2d"]
 
 
-@njit(parallel=True, cache=True)
+@njit(parallel=True, cache=True, error_model="numpy")
 def _k_maxpool(x, out, kh, kw, sh, sw, pt, pl, nchunk):
     N, C, H, W = x.shape
     OH, OW = out.shape[2], out.shape[3]

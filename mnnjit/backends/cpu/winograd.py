@@ -396,7 +396,7 @@ def _scatter(ybuf, out, n, o, b, act, m, t0, t1, TW, OH, OW, row, res, has_res):
 
 
 # ---------------------------------------------------------------- the kernel
-@njit(parallel=True, cache=True)
+@njit(parallel=True, cache=True, error_model="numpy")
 def _k_wino(x, u, bias, out, m, pt, pl, T, OB, act, ws, res, has_res):
     """One launch per convolution; see the module docstring. x [N, C, H, W] and out
     [N, O, OH, OW] in float32 or fp16-bits storage; u [a*a, O, C] float32; ws float32
