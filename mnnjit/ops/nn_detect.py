@@ -31,15 +31,16 @@ def _iou(box: np.ndarray, boxes: np.ndarray) -> np.ndarray:
 
 
 def nms_indices(boxes: np.ndarray, scores: np.ndarray, max_out: int, iou_threshold: float,
-                score_threshold: float, inclusive: bool = False) -> np.ndarray:
+                score_threshold: float) -> np.ndarray:
     """Greedy non-maximum suppression: selected indices. Boxes need score > threshold (TF
-    NonMaxSuppressionV3), or >= threshold with ``inclusive`` (TFLite DetectionPostProcess)."""
+    NonMaxSuppressionV3; real MNN's DetectionPostProcess too, where TFLite keeps a score equal to
+    the threshold)."""
     boxes = np.asarray(boxes, np.float64)
     scores = np.asarray(scores, np.float32)
     order = np.argsort(-scores, kind="stable")
     if score_threshold > -math.inf:
         thr = np.float32(score_threshold)  # compared in float32, as MNN does
-        keep = scores[order] >= thr if inclusive else scores[order] > thr
+        keep = scores[order] > thr
         order = order[keep]
     keep: list[int] = []
     alive = np.ones(order.size, bool)
@@ -214,14 +215,14 @@ def _dpp_ref(xs, attrs):
     if attrs.get("use_regular_nms", False):
         per_class = int(attrs.get("detections_per_class", 100))
         for c in range(nc):
-            for i in nms_indices(boxes, scores[:, c], per_class, iou, thr, inclusive=True):
+            for i in nms_indices(boxes, scores[:, c], per_class, iou, thr):
                 dets.append((scores[i, c], int(i), c))
         dets.sort(key=lambda d: -d[0])
         dets = dets[: maxd * per_det]
     else:
         top = np.argsort(-scores, axis=1, kind="stable")[:, :per_det]
         best = scores[np.arange(scores.shape[0]), top[:, 0]]
-        for i in nms_indices(boxes, best, maxd, iou, thr, inclusive=True):
+        for i in nms_indices(boxes, best, maxd, iou, thr):
             for c in top[i]:
                 dets.append((scores[i, c], int(i), int(c)))
     m = maxd * per_det

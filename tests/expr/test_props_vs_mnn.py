@@ -152,3 +152,18 @@ def test_detection_post_process(MF, k, c, maxd, per, thr, iou, seed):
     # max_class_per_detection > 1, so only 1 is compared)
     for a, b in zip(mine[:3], ref[:3]):
         np.testing.assert_allclose(a[0, :num], b[0, :num], atol=1e-5)
+
+
+def test_detection_post_process_drops_a_score_equal_to_the_threshold(MF):
+    """Real MNN keeps only scores above nms_score_threshold (found by the property test above:
+    a class score of exactly 0.5 with threshold 0.5)."""
+    from expr_oracle import values
+    import mnnjit.expr as JF
+    enc = np.zeros((1, 1, 4), np.float32)
+    anchors = np.array([[0.5, 0.5, 0.2, 0.2]], np.float32)
+    for cls, want in (([0.1, 0.2, 0.5], 0), ([0.1, 0.2, 0.50001], 1)):
+        c = np.array(cls, np.float32).reshape(1, 1, 3)
+        outs = [values(F, F.detection_post_process(F.const(enc, [1, 1, 4]), F.const(c, [1, 1, 3]),
+                                                  F.const(anchors, [1, 4]), 2, 1, 1, 100, 0.5, 0.5, False,
+                                                  [10.0, 10.0, 5.0, 5.0])) for F in (JF, MF)]
+        assert int(outs[0][3][0]) == int(outs[1][3][0]) == want
