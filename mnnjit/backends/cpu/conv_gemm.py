@@ -31,7 +31,7 @@ from numba.extending import overload
 from .fp16 import load, store
 from .gemm_tile import (MR, NR, col_f16, col_f32, tile8_f16, tile8_f32, tile16r2_f16, tile16r2_f32,
                         tile16r4_f16, tile16r4_f32, tile_f16, tile_f32, tile_pfb_f16, tile_pfb_f32)
-from .fp16_kernels import _act, _act_code, _conv_out_hw, _keep_alive, act_inplace
+from .fp16_kernels import _act_code, _conv_out_hw, _keep_alive, act_inplace
 
 __all__ = ["PackedWeights", "ConvGemm", "gemm_panels", "pack_grouped", "MR", "NR"]
 
@@ -584,11 +584,10 @@ def gemm_panels(ap, rows, K, b, ncols, c, ldc, zbias, btile, ctile):
                     dst[j] = src[j]
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _k_finish(y, act):
     """In-place activation of a float32 vector (the narrow path's epilogue)."""
-    for i in range(y.size):
-        y[i] = _act(y[i], act)
+    act_inplace(y, y.size, act)
 
 
 _COL_BYTES = 256 * 1024      # im2col block budget (half of L2)

@@ -58,8 +58,6 @@ from .pool import max_pool2d
 __all__ = ["NetPlan"]
 
 _ACTS = ("relu", "relu6", "sigmoid", "tanh", "hard_swish", "silu")
-#: activations a convolution step applies in its epilogue when they alone consume its output
-_FOLDED_ACTS = ("relu", "relu6")
 #: outputs up to this size live in pooled buffers and are copied out at the end of a forward
 COPIED_OUTPUT_BYTES = 256 * 1024
 #: step kinds whose op describes its call as ``launch(*arrays)`` (see :func:`.launch.bind_launch`)
@@ -78,8 +76,6 @@ class NetPlan:
         self.act_dtype = np.dtype(np.float16) if self.fp16 else np.dtype(np.float32)
         self.threads = threads or get_num_threads()
         self.weights: List[Any] = []
-        #: id(activation node) -> the convolution node whose step applies it
-        self._act_source: Dict[int, Node] = {}
         hand_kernels.load_kernel_modules()
         order = topo_order(plan.outputs, stop_at_values=False)
         self.order = order
@@ -153,25 +149,9 @@ class NetPlan:
             return pack_grouped(mat, group)
         return PackedWeights.from_dense(mat)
 
-    def _fold_activation(self, n: Node, slot, consumers, outputs, folded) -> str:
-        """The activation (relu, relu6, sigmoid, tanh, hard_swish, silu) that alone consumes the
-        convolution ``n``, folded into its step: its consumers read the convolution's slot and the
-        step applies it to each output block while in cache (EfficientNet's convolution + SiLU
-        pairs: one pass over memory less each). '' when there is none to fold."""
-        cons = consumers.get(id(n), [])
-        if id(n) in outputs or len(cons) != 1:
-            return ""
-        c = cons[0]
-        if c.op not in _FOLDED_ACTS or c.dtype != np.float32 or id(c) in outputs:
-            return ""
-        folded[id(c)] = slot[id(n)]
-        slot[id(c)] = slot[id(n)]
-        self._act_source[id(c)] = n
-        return c.op
-
-    def _depthwise(self, n: Node, act: Optional[str] = None) -> Optional[Depthwise]:
+    def _depthwise(self, n: Node) -> Optional[Depthwise]:
         """``n`` as a prepared depthwise convolution (group == channels, one input channel per
-        group) with activation ``act`` (default: the node's), else None."""
+        group), else None."""
         conv = conv_params(n)
         if conv is None or min(n.attrs["pads"]) < 0:
             return None
@@ -182,8 +162,7 @@ class NetPlan:
             return None
         dense = w if isinstance(w, np.ndarray) else w.dense()
         return Depthwise(np.asarray(dense).reshape(O, kh * kw), bias, in_shape, (kh, kw),
-                         a["stride"], a["pads"], a["dilation"],
-                         a.get("act", "") if act is None else act, self.threads)
+                         a["stride"], a["pads"], a["dilation"], a.get("act", ""), self.threads)
 
     def _kernel_step(self, n: Node, slot, consumers, outputs, folded) -> Optional[list]:
         ins = n.inputs
@@ -196,9 +175,8 @@ class NetPlan:
             a = n.attrs
             g = int(a.get("group", 1))
             in_shape = ins[0].shape
-            act = a.get("act", "") or self._fold_activation(n, slot, consumers, outputs, folded)
-            a = dict(a, act=act)
-            dw = self._depthwise(n, act)
+            act = a.get("act", "")
+            dw = self._depthwise(n)
             if dw is not None:
                 self.weights.append(dw.w)
                 return ["dw", dw, slot[id(ins[0])], dw.out_shape]
@@ -325,8 +303,7 @@ class NetPlan:
         if not fusable(self.steps[pos][1], op, self.act_dtype, self.threads):
             return None
         st = self.steps.pop(pos)
-        # (x may be an activation folded into the depthwise step: its producer is the layer)
-        pre = self._pre_conv(self._act_source.get(id(x), x).inputs[0], st[1], consumers, outputs)
+        pre = self._pre_conv(x.inputs[0], st[1], consumers, outputs)
         fused = DepthwisePointwise(st[1], op, self.threads,
                                    pre=None if pre is None else pre[1])
         return ["dwpw", fused, st[2] if pre is None else pre[2], fused.out_shape]
