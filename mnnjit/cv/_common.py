@@ -25,8 +25,9 @@ def to_numpy(x: Any) -> np.ndarray:
     return np.asarray(x)
 
 
-def image_node(src: Any, name: str = "src") -> Node:
-    """The node of an image argument: [h, w] or [h, w, c] (a Var, an ndarray or nested lists)."""
+def raw_image_node(src: Any, name: str = "src") -> Node:
+    """The node of an image argument as given: [h, w], [h, w, c] or a batch of one [1, h, w, c]
+    (a Var, an ndarray or nested lists)."""
     from ..var import Var
     if isinstance(src, Var):
         node = src._node
@@ -39,9 +40,44 @@ def image_node(src: Any, name: str = "src") -> Node:
         node = const_node(np.ascontiguousarray(arr), fmt="NHWC")
     else:
         raise TypeError(f"{name} must be an image Var or array, not {type(src).__name__}")
-    if len(node.shape) not in (2, 3):
-        raise ValueError(f"{name} must be an image of shape [h, w] or [h, w, c], got shape {list(node.shape)}")
+    if len(node.shape) not in (2, 3, 4) or len(node.shape) == 4 and node.shape[0] != 1:
+        raise ValueError(f"{name} must be an image of shape [h, w], [h, w, c] or [1, h, w, c], "
+                         f"got shape {list(node.shape)}")
     return node
+
+
+def image_array(src: Any) -> np.ndarray:
+    """The value of an image argument as a numpy array (a batch of one [1, h, w, c] as [h, w, c])."""
+    arr = np.asarray(to_numpy(src))
+    if arr.ndim == 4 and arr.shape[0] == 1:
+        arr = arr[0]
+    return arr
+
+
+def image_node(src: Any, name: str = "src") -> Node:
+    """The node of an image argument as [h, w] or [h, w, c]: a batch of one [1, h, w, c] (pymnn code
+    builds images with ``expr.const(data, [1, h, w, c], expr.NHWC)``) is the image [h, w, c], as real
+    MNN's image functions take it."""
+    node = raw_image_node(src, name)
+    if len(node.shape) == 4:
+        node = B.make_node("reshape", (node,), {"shape": node.shape[1:]}, fmt="NHWC")
+    return node
+
+
+def keep_shape(var, shape: Sequence[int]):
+    """``var`` reshaped to ``shape`` (an element-wise image function keeps its input's shape, a batch
+    of one included, as real MNN's do)."""
+    shape = [int(d) for d in shape]
+    if list(var.shape) == shape:
+        return var
+    return B.wrap(B.make_node("reshape", (var._node,), {"shape": tuple(shape)}, fmt="NHWC"))
+
+
+def plane_out(var):
+    """A filter's result as real MNN (and OpenCV) return it: [h, w] for one channel, else [h, w, c]."""
+    if var.ndim == 3 and var.shape[2] == 1:
+        return B.wrap(B.make_node("reshape", (var._node,), {"shape": tuple(var.shape[:2])}, fmt="NHWC"))
+    return var
 
 
 def as_hwc(node: Node) -> Node:

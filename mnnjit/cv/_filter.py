@@ -10,7 +10,7 @@ import numpy as np
 
 from .._dtypes import F32, I32, U8
 from ..ops import build as B
-from ._common import as_hwc, image_node, image_var, out_var, size2, to_numpy
+from ._common import as_hwc, image_node, image_var, keep_shape, out_var, plane_out, raw_image_node, size2, to_numpy
 from ._geometry import cv_border
 
 __all__ = ["blur", "boxFilter", "sqrBoxFilter", "GaussianBlur", "getGaussianKernel", "Sobel", "Scharr",
@@ -65,10 +65,6 @@ def _image(src):
     return as_hwc(image_node(src))
 
 
-def _squeeze_like(src_node, out_node):
-    return out_var(out_node)
-
-
 def GaussianBlur(src: Any, ksize: Any, sigmaX: float, sigmaY: float = 0.0, borderType: int = 1):
     """Gaussian smoothing with kernel ``ksize`` = (w, h) (0 = from sigma) and sigmas (sigmaY 0 = sigmaX)."""
     node = _image(src)
@@ -81,8 +77,8 @@ def GaussianBlur(src: Any, ksize: Any, sigmaX: float, sigmaY: float = 0.0, borde
         kh = int(round(sy * (3 if node.dtype == U8 else 4) * 2 + 1)) | 1
     if kw <= 0 or kh <= 0:
         raise ValueError(f"GaussianBlur: ksize {ksize!r} and sigma {sigmaX} give no kernel")
-    return out_var(_sep(node, gaussian_kernel(kw, sx), gaussian_kernel(kh, sy), borderType, node.dtype,
-                        fixed=node.dtype == U8))
+    return plane_out(out_var(_sep(node, gaussian_kernel(kw, sx), gaussian_kernel(kh, sy), borderType, node.dtype,
+                                  fixed=node.dtype == U8)))
 
 
 def _box_size(ksize: Any) -> tuple[int, int]:
@@ -107,10 +103,10 @@ def boxFilter(src: Any, ddepth: int, ksize: Any, anchor: Any = (-1, -1), normali
         # away from any other half)
         from .. import numpy as mnp
         sums = out_var(_sep(node, [1.0] * kw, [1.0] * kh, borderType, F32, anchor=anchor))
-        return mnp.floor(sums * np.float32(1.0 / (kw * kh)) + np.float32(0.5)).astype(np.uint8)
+        return plane_out(mnp.floor(sums * np.float32(1.0 / (kw * kh)) + np.float32(0.5)).astype(np.uint8))
     sx = 1.0 / kw if normalize else 1.0
     sy = 1.0 / kh if normalize else 1.0
-    return out_var(_sep(node, [sx] * kw, [sy] * kh, borderType, dt, anchor=anchor))
+    return plane_out(out_var(_sep(node, [sx] * kw, [sy] * kh, borderType, dt, anchor=anchor)))
 
 
 def blur(src: Any, ksize: Any, anchor: Any = (-1, -1), borderType: int = 1):
@@ -130,7 +126,7 @@ def sqrBoxFilter(src: Any, ddepth: int, ksize: Any, anchor: Any = (-1, -1), norm
     dt = F32 if int(ddepth) < 0 or node.dtype == U8 and int(ddepth) == 0 else _ddepth(ddepth, F32)
     sx = 1.0 / kw if normalize else 1.0
     sy = 1.0 / kh if normalize else 1.0
-    return out_var(_sep(node, [sx] * kw, [sy] * kh, borderType, dt, anchor=anchor, square=True))
+    return plane_out(out_var(_sep(node, [sx] * kw, [sy] * kh, borderType, dt, anchor=anchor, square=True)))
 
 
 def _deriv_kernel(order: int, ksize: int) -> np.ndarray:
@@ -164,7 +160,7 @@ def Sobel(src: Any, ddepth: int, dx: int, dy: int, ksize: int = 3, scale: float 
     node = _image(src)
     kx = _deriv_kernel(int(dx), int(ksize)) * float(scale)
     ky = _deriv_kernel(int(dy), int(ksize))
-    return out_var(_sep(node, kx, ky, borderType, _ddepth(ddepth, node.dtype), delta))
+    return plane_out(out_var(_sep(node, kx, ky, borderType, _ddepth(ddepth, node.dtype), delta)))
 
 
 def Scharr(src: Any, ddepth: int, dx: int, dy: int, scale: float = 1.0, delta: float = 0.0, borderType: int = 1):
@@ -192,6 +188,8 @@ def Laplacian(src: Any, ddepth: int, ksize: int = 1, scale: float = 1.0, delta: 
 def spatialGradient(src: Any, ksize: int = 3, borderType: int = 1):
     """(dx, dy) Sobel 3x3 first derivatives of a single-channel image ([h, w] int32 each)."""
     node = _image(src)
+    if node.shape[2] != 1:
+        raise ValueError(f"spatialGradient needs a single-channel image, got shape {list(node.shape)}")
     gx = Sobel(out_var(node), 4, 1, 0, 3, 1, 0, borderType)
     gy = Sobel(out_var(node), 4, 0, 1, 3, 1, 0, borderType)
     h, w = node.shape[0], node.shape[1]
@@ -206,7 +204,7 @@ def _filter2d(node, kernel, dtype, anchor, delta, borderType):
     ax, ay = (kw // 2, kh // 2) if anchor is None or tuple(anchor) == (-1, -1) else (int(anchor[0]), int(anchor[1]))
     attrs = {"kernel": tuple(tuple(float(v) for v in row) for row in k), "anchor": (ax, ay),
              "border": cv_border(borderType, "borderType"), "delta": float(delta), "dtype": np.dtype(dtype)}
-    return out_var(B.make_node("filter2d", (node,), attrs, fmt="NHWC"))
+    return plane_out(out_var(B.make_node("filter2d", (node,), attrs, fmt="NHWC")))
 
 
 def filter2D(src: Any, ddepth: int, kernel: Any, anchor: Any = (-1, -1), delta: float = 0.0, borderType: int = 1):
@@ -226,7 +224,7 @@ def sepFilter2D(src: Any, ddepth: int, kernelX: Any, kernelY: Any, anchor: Any =
     node = _image(src)
     kx = np.asarray(to_numpy(kernelX), np.float64).ravel()
     ky = np.asarray(to_numpy(kernelY), np.float64).ravel()
-    return out_var(_sep(node, kx, ky, borderType, _ddepth(ddepth, node.dtype), float(delta), anchor))
+    return plane_out(out_var(_sep(node, kx, ky, borderType, _ddepth(ddepth, node.dtype), float(delta), anchor)))
 
 
 def getStructuringElement(shape: int, ksize: Any, anchor: Any = (-1, -1)):
@@ -264,7 +262,7 @@ def _morph(op, src, kernel, anchor, iterations, borderType, borderValue):
     value = None if borderValue is None else float(np.asarray(borderValue, np.float64).ravel()[0])
     attrs = {"kernel": tuple(tuple(int(v != 0) for v in row) for row in k), "anchor": (ax, ay), "op": op,
              "iterations": int(iterations), "border": border, "value": value}
-    return out_var(B.make_node("morphology", (node,), attrs, fmt="NHWC"))
+    return plane_out(out_var(B.make_node("morphology", (node,), attrs, fmt="NHWC")))
 
 
 def erode(src: Any, kernel: Any, anchor: Any = (-1, -1), iterations: int = 1, borderType: int = 0,
@@ -285,10 +283,12 @@ def dilate(src: Any, kernel: Any, anchor: Any = (-1, -1), iterations: int = 1, b
 
 def bilateralFilter(src: Any, d: int, sigmaColor: float, sigmaSpace: float, borderType: int = 1):
     """Edge-preserving bilateral smoothing over a circular window of diameter ``d``."""
-    node = _image(src)
+    plain = image_node(src)
+    node = as_hwc(plain)
     attrs = {"d": int(d), "sigma_color": float(sigmaColor), "sigma_space": float(sigmaSpace),
              "border": cv_border(borderType, "borderType")}
-    return out_var(B.make_node("bilateral", (node,), attrs, fmt="NHWC"))
+    # real MNN keeps [h, w] and [h, w, 1] as given (unlike its other filters)
+    return keep_shape(out_var(B.make_node("bilateral", (node,), attrs, fmt="NHWC")), plain.shape)
 
 
 def pyrDown(src: Any, dstsize: Any = None, borderType: int = 1):
@@ -299,7 +299,7 @@ def pyrDown(src: Any, dstsize: Any = None, borderType: int = 1):
         else size2(dstsize, "dstsize")
     k = np.array([1, 4, 6, 4, 1], np.float64) / 16.0
     blurred = out_var(_sep(node, k, k, borderType, node.dtype, fixed=node.dtype == U8))
-    return blurred[0:2 * dh:2, 0:2 * dw:2]
+    return plane_out(blurred[0:2 * dh:2, 0:2 * dw:2])
 
 
 def pyrUp(src: Any, dstsize: Any = None, borderType: int = 1):
@@ -309,7 +309,7 @@ def pyrUp(src: Any, dstsize: Any = None, borderType: int = 1):
     dw, dh = (2 * w, 2 * h) if dstsize is None or tuple(size2(dstsize, "dstsize")) == (0, 0) \
         else size2(dstsize, "dstsize")
     attrs = {"size": (dh, dw), "border": cv_border(borderType, "borderType")}
-    return out_var(B.make_node("pyr_up", (node,), attrs, fmt="NHWC"))
+    return plane_out(out_var(B.make_node("pyr_up", (node,), attrs, fmt="NHWC")))
 
 
 def getGaborKernel(ksize: Any, sigma: float, theta: float, lambd: float, gamma: float, psi: float = math.pi * 0.5,
@@ -329,8 +329,8 @@ def getGaborKernel(ksize: Any, sigma: float, theta: float, lambd: float, gamma: 
 def threshold(src: Any, thresh: float, maxval: float, type: int):  # noqa: A002 - OpenCV's name
     """Fixed-level threshold (THRESH_BINARY/_INV/TRUNC/TOZERO/_INV; + THRESH_OTSU/TRIANGLE on uint8).
 
-    Returns only the image, as MNN does."""
-    node = image_node(src)
+    Returns only the image, as MNN does; the result keeps the input's shape ([1, h, w, c] included)."""
+    node = raw_image_node(src)
     kind = int(type)
     if kind & 24:
         if node.dtype != U8:
@@ -369,7 +369,8 @@ def threshold(src: Any, thresh: float, maxval: float, type: int):  # noqa: A002 
 
 def adaptiveThreshold(src: Any, maxValue: float, adaptiveMethod: int, thresholdType: int, blockSize: int, C: float):
     """Threshold against the local mean (ADAPTIVE_THRESH_MEAN_C) or Gaussian-weighted mean of blockSize x
-    blockSize neighbourhoods, minus C (uint8 single-channel images)."""
+    blockSize neighbourhoods, minus C (uint8 single-channel images; the result keeps the input's shape)."""
+    given = raw_image_node(src).shape
     node = _image(src)
     if node.dtype != U8 or node.shape[2] != 1:
         raise ValueError(f"adaptiveThreshold needs a uint8 single-channel image, got {node.dtype} "
@@ -380,4 +381,4 @@ def adaptiveThreshold(src: Any, maxValue: float, adaptiveMethod: int, thresholdT
         raise ValueError("adaptiveThreshold: thresholdType must be THRESH_BINARY or THRESH_BINARY_INV")
     attrs = {"maxval": float(maxValue), "method": int(adaptiveMethod), "type": int(thresholdType),
              "block": int(blockSize), "C": float(C)}
-    return out_var(B.make_node("adaptive_threshold", (node,), attrs, fmt="NHWC"))
+    return keep_shape(out_var(B.make_node("adaptive_threshold", (node,), attrs, fmt="NHWC")), given)

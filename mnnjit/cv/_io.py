@@ -12,7 +12,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ._common import image_var, to_numpy
+from ._common import image_array, image_var, to_numpy
 from ._constants import IMREAD_ANYDEPTH, IMREAD_COLOR, IMREAD_GRAYSCALE
 
 #: OpenCV's imwrite parameter ids (cv2.IMWRITE_*), accepted in ``params`` lists.
@@ -131,7 +131,7 @@ def _params(params: Sequence[int] | None) -> dict[int, int]:
 
 def _encode(fmt: str, img: Any, params: Sequence[int] | None, out: Any) -> None:
     Image, _ = _pil()
-    arr = to_numpy(img)
+    arr = image_array(img)
     if arr.ndim == 3 and arr.shape[2] == 1:
         arr = arr[:, :, 0]
     if arr.ndim not in (2, 3) or (arr.ndim == 3 and arr.shape[2] not in (3, 4)):

@@ -12,7 +12,7 @@ import numpy as np
 
 from .._dtypes import F32, I32, U8
 from ..ops import build as B
-from ._common import image_var, to_numpy
+from ._common import image_array, image_node, image_var, to_numpy
 
 __all__ = ["copyTo", "bitwise_and", "bitwise_or", "bitwise_xor", "hconcat", "vconcat", "mean", "normalize",
            "merge", "split", "addWeighted", "blendLinear", "calcHist", "connectedComponentsWithStats", "solve",
@@ -25,6 +25,12 @@ def _var(x: Any):
         return x
     arr = np.asarray(x)
     return image_var(B.to_array(arr))
+
+
+def _image(x: Any):
+    """An image argument as an [h, w] or [h, w, c] Var (a batch of one [1, h, w, c] is its image)."""
+    from ..var import Var
+    return B.wrap(image_node(x if isinstance(x, Var) else B.to_array(np.asarray(x))))
 
 
 def copyTo(src: Any, mask: Any = None, dst: Any = None):
@@ -63,18 +69,18 @@ def bitwise_xor(src1: Any, src2: Any, dst: Any = None, mask: Any = None):
 
 
 def hconcat(src: Sequence[Any]):
-    """Join images side by side (axis 1)."""
-    return B.concat([_var(s) for s in src], 1)
+    """Join images side by side (axis 1; [1, h, w, c] images are their [h, w, c] images)."""
+    return B.concat([_image(s) for s in src], 1)
 
 
 def vconcat(src: Sequence[Any]):
-    """Stack images vertically (axis 0)."""
-    return B.concat([_var(s) for s in src], 0)
+    """Stack images vertically (axis 0; [1, h, w, c] images are their [h, w, c] images)."""
+    return B.concat([_image(s) for s in src], 0)
 
 
 def mean(src: Any, mask: Any = None):
     """Per-channel mean as a float32 [4] Var (zero padded, as MNN returns)."""
-    s = _var(src)
+    s = _image(src)
     x = B.cast(s, F32)
     if s.ndim == 2:
         x = B.reshape(x, s.shape + [1])
@@ -134,22 +140,27 @@ def _has(op: str) -> bool:
 
 
 def merge(mv: Sequence[Any]):
-    """Stack single-channel images ([h, w] or [h, w, 1]) into one [h, w, n] image."""
+    """Join images ([h, w], [h, w, c] or [1, h, w, c]) channel by channel into one [h, w, n] image;
+    1-D arrays of n values give [n, k] (OpenCV's shapes)."""
     vs = [_var(m) for m in mv]
     if not vs:
         raise ValueError("merge needs at least one image")
+    if all(v.ndim == 1 for v in vs):
+        return B.concat([B.reshape(v, v.shape + [1]) for v in vs], 1)
+    vs = [_image(v) for v in vs]
     vs = [B.reshape(v, v.shape + [1]) if v.ndim == 2 else v for v in vs]
-    vs = [B.reshape(v, v.shape + [1, 1]) if v.ndim == 1 else v for v in vs]
     return B.concat(vs, 2)
 
 
 def split(m: Any):
-    """The channels of an [h, w, c] image as a list of [h, w] Vars."""
+    """The channels of an [h, w, c] (or [1, h, w, c]) image as a list of [h, w] Vars; a 2-D or 1-D array
+    is its own single channel (OpenCV's shapes)."""
     v = _var(m)
+    if v.ndim == 1:
+        return (v,)
+    v = _image(v)
     if v.ndim == 3:
         return [v[:, :, i] for i in range(v.shape[2])]
-    if v.ndim == 1:
-        return (B.reshape(v, v.shape + [1]),)
     return (v,)
 
 
@@ -174,7 +185,7 @@ def blendLinear(src1: Any, src2: Any, weights1: Any, weights2: Any):
     """Per-pixel blend ``(w1 * src1 + w2 * src2) / (w1 + w2)`` with [h, w] weights."""
     a, b = _var(src1), _var(src2)
     w1, w2 = B.cast(_var(weights1), F32), B.cast(_var(weights2), F32)
-    if a.ndim == 3:
+    if a.ndim >= 3:  # [h, w] weights cover every channel (of a batch of one too)
         w1 = B.reshape(w1, w1.shape[:2] + [1])
         w2 = B.reshape(w2, w2.shape[:2] + [1])
     num = B.binary("add", B.binary("mul", B.cast(a, F32), w1), B.binary("mul", B.cast(b, F32), w2))
@@ -185,7 +196,7 @@ def blendLinear(src1: Any, src2: Any, weights1: Any, weights2: Any):
 def calcHist(images: Sequence[Any], channels: Sequence[int], mask: Any, histSize: Sequence[int],
              ranges: Sequence[float], accumulate: bool = False):
     """Histogram of one channel (or a joint histogram of several) as float32 (MNN: [histSize] for one channel)."""
-    imgs = [np.asarray(to_numpy(i)) for i in (images if isinstance(images, (list, tuple)) else [images])]
+    imgs = [image_array(i) for i in (images if isinstance(images, (list, tuple)) else [images])]
     imgs = [i[..., None] if i.ndim == 2 else i for i in imgs]
     allc = np.concatenate(imgs, axis=2)
     chans = [int(c) for c in channels]
@@ -213,7 +224,7 @@ def connectedComponentsWithStats(image: Any, connectivity: int = 8):
     """Label the non-zero regions: (count, labels [1, h, w, 1] int32, stats [n, 5] int32 (x, y, w, h, area),
     centroids [n, 2] float32), MNN's shapes."""
     from ._contours import label_components
-    img = np.asarray(to_numpy(image))
+    img = image_array(image)
     img = img.reshape(img.shape[0], img.shape[1], -1)[..., 0]
     labels, n = label_components(img != 0, int(connectivity))
     ys, xs = np.indices(labels.shape)
