@@ -188,14 +188,22 @@ class CVImageProcess:
 
     def _source(self, src: Any, iw: int, ih: int, stride: int) -> np.ndarray:
         from .cv._common import to_numpy
-        if isinstance(src, (bytes, bytearray)):
-            flat = np.frombuffer(bytes(src), np.uint8)
+        from .hostmem import is_address, read_address, read_buffer
+        cn = _CHANNELS[self.sourceFormat]
+        if is_address(src):
+            # an int address or a PyCapsule (an image Var's .ptr): MNN reads the image's bytes from it
+            if self.sourceFormat == CV_ImageFormat_YUV_NV21:
+                need = (stride or iw) * (ih * 3 // 2)
+            else:
+                need = (stride or iw * cn) * (ih - 1) + iw * cn
+            flat = read_address(src, max(need, 0), np.uint8, "CVImageProcess.convert")
+        elif isinstance(src, (bytes, bytearray, memoryview)):
+            flat = read_buffer(src, np.uint8)
         else:
             flat = np.asarray(to_numpy(src)).ravel()
             if flat.dtype != np.uint8:
                 flat = np.clip(np.rint(flat), 0, 255).astype(np.uint8) if flat.dtype.kind == "f" else \
                     flat.astype(np.uint8)
-        cn = _CHANNELS[self.sourceFormat]
         if self.sourceFormat == CV_ImageFormat_YUV_NV21:
             stride = stride or iw
             rows = ih * 3 // 2
@@ -246,14 +254,17 @@ class CVImageProcess:
         border = {CV_Wrap_ZERO: CV_BORDER_CONSTANT, CV_Wrap_CLAMP_TO_EDGE: CV_BORDER_REPLICATE,
                   CV_Wrap_REPEAT: CV_BORDER_WRAP}[self.wrap]
         interp = {CV_Filter_NEAREST: 0, CV_Filter_BILINEAL: 1, CV_Filter_BICUBIC: 2}[self.filterType]
+        if interp == 0:  # MNN's sampler rounds half away from zero (roundf); the remap would round half to even
+            mx = (np.sign(mx) * np.floor(np.abs(mx) + 0.5)).astype(np.float32)
+            my = (np.sign(my) * np.floor(np.abs(my) + 0.5)).astype(np.float32)
         out = remap_ref(img, mx, my, interp, border, (float(self._padding),) * 4).astype(np.float32)
+        if np.dtype(dtype) == np.uint8:
+            # a uint8 destination gets the converted pixels: real MNN applies mean/normal to float output only
+            return np.clip(np.rint(out), 0, 255).astype(np.uint8)
         cn = out.shape[2]
         mean = np.array((self.mean + [0.0] * 4)[:cn], np.float32)
         normal = np.array((self.normal + [1.0] * 4)[:cn], np.float32)
-        out = (out - mean) * normal
-        if np.dtype(dtype) == np.uint8:
-            return np.clip(np.rint(out), 0, 255).astype(np.uint8)
-        return out.astype(np.float32)
+        return ((out - mean) * normal).astype(np.float32)
 
     def convert(self, src: Any, iw: int, ih: int, stride: int, dst: Any) -> None:
         """Convert the image in ``src`` (iw x ih, row stride in bytes; 0 = packed) into tensor ``dst``."""
@@ -267,7 +278,11 @@ class CVImageProcess:
             oh, ow = shape[0], shape[1]
         else:
             raise ValueError(f"CVImageProcess.convert: dst tensor of shape {shape} is not an image tensor")
-        dt = np.uint8 if hasattr(dst, "getDataType") and str(dst.getDataType()).endswith("uint8") else np.float32
+        if hasattr(dst, "getDataType"):
+            elem = getattr(dst.getDataType(), "dtype", None)
+        else:
+            elem = getattr(getattr(dst, "_node", None), "dtype", None)
+        dt = np.uint8 if elem == np.uint8 else np.float32
         out = self.convert_array(src, iw, ih, stride, ow, oh, dt)
         if nchw:
             out = np.transpose(out, (2, 0, 1))

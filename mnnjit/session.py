@@ -14,6 +14,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from .graph import Node, bump_write_counter
+from .hostmem import is_address, read_address, read_buffer
 
 Tensor_DimensionType_Tensorflow = 0
 Tensor_DimensionType_Caffe = 1
@@ -104,11 +105,16 @@ class Tensor:
         if values is None:
             self._data = np.zeros(shape, self._type.dtype)
         else:
-            if isinstance(values, (bytes, bytearray)):
-                arr = np.frombuffer(bytes(values), self._type.dtype)
+            size = int(np.prod(shape)) if shape else 1
+            if is_address(values):  # an int address or a PyCapsule (Var.ptr): read size values of the type
+                arr = read_address(values, size, self._type.dtype, "Tensor")
+            elif isinstance(values, (bytes, bytearray, memoryview)):
+                arr = read_buffer(values, self._type.dtype)
+            elif isinstance(values, (float, bool, np.generic)):
+                raise TypeError(f"Tensor: data must be a tuple, list, ndarray, bytes or an int address, "
+                                f"not {type(values).__name__}")
             else:
                 arr = np.asarray(values.read_view() if isinstance(values, Var) else values).astype(self._type.dtype)
-            size = int(np.prod(shape)) if shape else 1
             if arr.size != size:
                 raise ValueError(f"Tensor: {arr.size} values for shape {list(shape)}")
             self._data = np.array(arr.reshape(shape), copy=True)

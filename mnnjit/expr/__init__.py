@@ -14,6 +14,7 @@ import numpy as _np
 from .._dtypes import as_format, as_np_dtype, data_format, dtype
 from ..graph import Node as _Node
 from ..graph import const_node as _const_node
+from ..hostmem import is_address as _is_address, read_address as _read_address, read_buffer as _read_buffer
 from ..ops import build as _B
 from ..var import Var
 
@@ -36,9 +37,12 @@ def const(value_list: Any, shape: Sequence[int] | None = None, data_format: Any 
     if _is_address(value_list):
         if shape is None:
             raise TypeError("const: an int address (or PyCapsule) needs a shape")
-        arr = _read_address(value_list, tuple(shape), target)
-    elif isinstance(value_list, (bytes, bytearray)):
-        arr = _np.frombuffer(bytes(value_list), dtype=target)
+        count = 1
+        for d in shape:
+            count *= _builtin_int(d)
+        arr = _read_address(value_list, count, target, "const")
+    elif isinstance(value_list, (bytes, bytearray, memoryview)):
+        arr = _read_buffer(value_list, target)
     elif isinstance(value_list, Var):
         arr = value_list.read_view().astype(target)
     else:
@@ -55,47 +59,6 @@ def const(value_list: Any, shape: Sequence[int] | None = None, data_format: Any 
 
 
 _builtin_int = __builtins__["int"] if isinstance(__builtins__, dict) else __builtins__.int
-
-
-def _is_address(v: Any) -> bool:
-    """MNN reads a Python int (not bool) or a PyCapsule ``value_list`` as the address of the data."""
-    return (isinstance(v, _builtin_int) and not isinstance(v, bool)) or type(v).__name__ == "PyCapsule"
-
-
-def _readable(addr: _builtin_int, nbytes: _builtin_int) -> bool:
-    """Whether [addr, addr + nbytes) lies in one readable mapping of this process (Linux /proc/self/maps)."""
-    try:
-        with open("/proc/self/maps") as f:
-            for line in f:
-                span, perms = line.split()[:2]
-                lo, hi = (_builtin_int(p, 16) for p in span.split("-"))
-                if lo <= addr and addr + nbytes <= hi:
-                    return perms.startswith("r")
-    except OSError:  # pragma: no cover - no procfs: trust the caller, as MNN does
-        return True
-    return False
-
-
-def _read_address(v: Any, shape: tuple, target: _np.dtype) -> _np.ndarray:
-    """Copy ``prod(shape)`` values of ``target`` dtype from an int address or a PyCapsule pointer."""
-    import ctypes
-    if not isinstance(v, _builtin_int):
-        get_name = ctypes.pythonapi.PyCapsule_GetName
-        get_name.restype, get_name.argtypes = ctypes.c_char_p, [ctypes.py_object]
-        get_ptr = ctypes.pythonapi.PyCapsule_GetPointer
-        get_ptr.restype, get_ptr.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
-        v = get_ptr(v, get_name(v)) or 0
-    size = 1
-    for d in shape:
-        size *= _builtin_int(d)
-    nbytes = size * target.itemsize
-    if nbytes and (v <= 0 or not _readable(v, nbytes)):
-        raise ValueError(f"const: {v:#x} is not the address of {nbytes} readable bytes (an int value_list is "
-                         "read as a data address, as in MNN; pass a list or an ndarray for values)")
-    out = _np.empty(size, target)
-    if nbytes:
-        ctypes.memmove(out.ctypes.data, v, nbytes)
-    return out
 
 
 def placeholder(shape: Sequence[int] = (), format: Any = NCHW, dtype: Any = float) -> Var:  # noqa: A002
