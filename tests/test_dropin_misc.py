@@ -49,3 +49,30 @@ def test_merge_and_split_of_images_unchanged():
     parts = jcv.split(jnp.array(img))
     assert [np.asarray(p.read()).tolist() for p in parts] == [p.tolist() for p in cv2.split(img)]
     assert np.array_equal(np.asarray(jcv.merge(parts).read()), img)
+
+
+# ---------------------------------------------------------------- expr.scale
+@pytest.mark.parametrize("shape,channels,scale,bias", [
+    ([1, 2, 2, 1], 4, [2.0, 1.0], [3.0, 4.0]),      # `channels` disagrees: the lists decide
+    ([1, 2, 3, 3], 2, [2.0, 1.0], [3.0, 4.0]),      # MNN's documented example
+    ([1, 2, 2, 1], 2, [2.0, 1.0, 5.0], [3.0, 4.0, 6.0]),
+    ([1, 4, 1, 1], 2, [2.0, 1.0, 5.0, 6.0], [3.0, 4.0, 6.0, 7.0]),
+    ([1, 5, 2, 2], 5, [1.5, -1.0, 0.5, 2.0, 3.0], [0.0, 1.0, 2.0, 3.0, 4.0]),
+])
+def test_scale_on_nc4hw4_matches_real_mnn(shape, channels, scale, bias):
+    import MNN.expr as MF
+    import mnnjit.expr as JF
+    data = np.arange(int(np.prod(shape)), dtype=np.float32) - 2
+
+    def run(F):
+        x = F.convert(F.const(data, shape, F.NCHW), F.NC4HW4)
+        return np.asarray(F.convert(F.scale(x, channels, scale, bias), F.NCHW).read())
+    got, want = run(JF), run(MF)
+    assert got.shape == want.shape and np.array_equal(got, want)
+
+
+def test_scale_with_too_few_values_raises():
+    import mnnjit.expr as JF
+    x = JF.convert(JF.const(np.ones(4, np.float32), [1, 2, 2, 1], JF.NCHW), JF.NC4HW4)
+    with pytest.raises(ValueError, match="1 scales and 1 biases for 2 channels"):
+        JF.scale(x, 2, [2.0], [3.0])

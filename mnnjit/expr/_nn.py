@@ -199,15 +199,19 @@ def erfinv(x: Any) -> Var:
 
 
 def scale(x: Any, channels: int, scale: Sequence[float], bias: Sequence[float]) -> Var:  # noqa: A002
-    """``x * scale[c] + bias[c]`` for NC4HW4 ``x`` (channel axis 1)."""
+    """``x * scale[c] + bias[c]`` for NC4HW4 ``x`` (channel axis 1).
+
+    As real MNN, the lists' length decides, not ``channels``: their first C values scale the C channels."""
     v = C.var(x)
     C.require_c4(v)
     s = np.asarray(C.floats(scale), np.float32)
     b = np.asarray(C.floats(bias), np.float32)
     n = C.as_float(v._node)
     c = n.shape[1] if len(n.shape) > 1 else 1
-    if s.size != c or b.size != c or int(channels) != c:
-        raise ValueError(f"scale: channels={channels}, {s.size} scales and {b.size} biases for {c} channels")
+    if s.size < c or b.size < c:
+        # real MNN zeroes the channels past the lists (reading its zero padding): refuse instead
+        raise ValueError(f"scale: {s.size} scales and {b.size} biases for {c} channels (channels={channels})")
+    s, b = s[:c], b[:c]
     shape = (c,) + (1,) * (len(n.shape) - 2)
     out = B.binary("add", B.binary("mul", B.wrap(n), s.reshape(shape)), b.reshape(shape))
     return C.restore_fmt(out._node, "NC4HW4")
