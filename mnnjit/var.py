@@ -332,8 +332,10 @@ class Var:
         return self.copy()
 
     def __reduce__(self):
-        from .ops.build import wrap  # noqa: F401
-        return (_rebuild, (self.read(), self._node.fmt))
+        """Pickle by value: the logical-layout data, the data format and the name (a placeholder
+        or a lazy expression unpickles as a constant holding its current value)."""
+        # the logical value, not read(): read() shows NC4HW4 data in MNN's packed order
+        return (_rebuild, (self._value(), self._node.fmt, self._node.name))
 
     # ------------------------------------------------------------ indexing
     def __getitem__(self, key: Any):
@@ -477,9 +479,10 @@ def _all_int_key(key: Any) -> bool:
     return all(isinstance(k, (numbers.Integral, np.integer)) and not isinstance(k, (bool, np.bool_)) for k in items)
 
 
-def _rebuild(arr: np.ndarray, fmt: str) -> Var:
+def _rebuild(arr: np.ndarray, fmt: str, name: str = "") -> Var:
+    """A constant Var from a pickled Var's value, data format and name (see ``Var.__reduce__``)."""
     from .graph import const_node
-    return Var._from_node(const_node(arr, fmt))
+    return Var._from_node(const_node(arr, fmt, name))
 
 
 from .ops import build as B  # noqa: E402  (after Var: build refers back to this module)
