@@ -100,9 +100,28 @@ class RuntimeManager:
         """Record an execution hint (MNN's Interpreter.HintMode values)."""
         self.hints[int(mode)] = int(value)
 
+    def __reduce__(self):
+        """Pickle by config: the new process builds its own manager from the same settings
+        (and the cache and external-weight paths, modes and hints set since)."""
+        config = {"backend": self.backend, "precision": self.precision, "memory": self.memory,
+                  "power": self.power, "numThread": self.num_thread}
+        extra = {"cache_path": self.cache_path, "external_path": self.external_path,
+                 "mode": list(self.mode), "hints": dict(self.hints)}
+        return (_rebuild_runtime_manager, (config, extra))
+
     def __repr__(self) -> str:
         return (f"RuntimeManager(backend={_BACKEND_NAMES[self.backend]}, precision={self.precision}, "
                 f"memory={self.memory}, power={self.power}, numThread={self.num_thread})")
+
+
+def _rebuild_runtime_manager(config: dict, extra: dict) -> RuntimeManager:
+    """A RuntimeManager from a pickled one's config and later settings (see ``__reduce__``)."""
+    rt = RuntimeManager(config)
+    rt.cache_path = extra.get("cache_path")
+    rt.external_path = extra.get("external_path")
+    rt.mode = list(extra.get("mode", ()))
+    rt.hints = dict(extra.get("hints", {}))
+    return rt
 
 
 def create_runtime_manager(config: Any) -> RuntimeManager:
