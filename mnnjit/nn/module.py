@@ -277,6 +277,46 @@ class _Module:
     def __repr__(self) -> str:
         return f"<_Module object at {hex(id(self))}>"
 
+    def __reduce__(self):
+        """Pickle by path and config: the unpickling process loads the same .mnn file (absolute path,
+        which must exist there) with the same inputs, outputs, shape_mutable, threads and runtime
+        manager (itself pickled by config). A user-defined ``Module`` pickles its own attributes
+        (children loaded from files by path, Var parameters by value)."""
+        if type(self) is not _Module:
+            # per-call state (plans, fast-path keys, anything else the base sets up) is rebuilt fresh
+            runtime_only = set(vars(_Module())) - set(_PICKLED_STATE)
+            state = {k: v for k, v in self.__dict__.items() if k not in runtime_only}
+            return (_rebuild_subclass, (type(self), state))
+        prog = self._program
+        path = getattr(prog, "path", "<bytes>") if isinstance(prog, Program) else "<bytes>"
+        if path == "<bytes>":
+            raise TypeError("only a Module loaded from a .mnn file (nn.load_module_from_file) pickles: "
+                            "save a graph built from Vars with expr.save and load that file")
+        config = {"input_names": [s.name for s in prog.inputs], "output_names": list(prog.output_names),
+                  "shape_mutable": self._shape_mutable, "runtime_manager": self._rt}
+        if self._rt is None:
+            config.update(memory_mode=int(getattr(prog, "memory", 0)), num_thread=max(1, int(self._threads)))
+        return (_rebuild_module, (os.path.abspath(path), config, self._name))
+
+
+#: The base-class attributes a user-defined Module's pickle keeps (the rest is per-call state).
+_PICKLED_STATE = ("_program", "_rt", "_name", "_training", "_params", "_threads", "_children", "_mutable")
+
+
+def _rebuild_module(path: str, config: dict, name: str) -> _Module:
+    """A Module from a pickled one's model path and load settings (see ``_Module.__reduce__``)."""
+    mod = load_module_from_file(path, **config)
+    mod.set_name(name)
+    return mod
+
+
+def _rebuild_subclass(cls: type, state: dict) -> _Module:
+    """A user-defined Module from its pickled attributes, with fresh per-call state."""
+    mod = cls.__new__(cls)
+    _Module.__init__(mod)
+    mod.__dict__.update(state)
+    return mod
+
 
 def load_module_from_file(file_name: str, input_names: Sequence[str] = (), output_names: Sequence[str] = (),
                           dynamic: bool = False, shape_mutable: bool = True, rearrange: bool = False,
