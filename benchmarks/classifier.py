@@ -22,7 +22,7 @@ import mnnjit as MNN
 def _reference_call(net, k: int):
     """The classifier as the plan's reference steps ran it: the flattening reshape the ``fc``
     step reads through, then numpy's ``matmul_ex``."""
-    from mnnjit.backends.cpu.net_exec import _f32
+    from mnnjit.backends.cpu.kernel_steps import _f32
     from mnnjit.ops import registry
     step = net.steps[k]
     node = net.order[step[-1]]
@@ -42,7 +42,7 @@ def _reference_call(net, k: int):
 
 def measure(path: str, threads: int, precision: str, rounds: int = 8, per_round: int = 12) -> dict:
     """Median and min seconds of the classifier step: {"fc": (med, min), "numpy": (med, min)}."""
-    from mnnjit.backends.cpu._blas import single_threaded_blas
+    from mnnjit.backends.cpu.runtime.blas import single_threaded_blas
     cfg = {"numThread": threads, "precision": precision}
     m = MNN.nn.load_module_from_file(path, ["x"], [], runtime_manager=MNN.nn.create_runtime_manager(cfg))
     x = np.random.default_rng(0).standard_normal((1, 3, 224, 224)).astype(np.float32)

@@ -68,7 +68,7 @@ def _set_threads() -> None:
 
 def kernel_bench(reps: int) -> List[dict]:
     """fp16 vs fp32 storage of the same kernels, and quantized GEMM strategies."""
-    from mnnjit.backends.cpu import fp16_kernels as K
+    from mnnjit.backends.cpu import cnn_steps as K
     from mnnjit.backends.cpu.quant import DenseRows, QuantRows, gemm_dynamic_int8
     rng = np.random.default_rng(0)
     rows = []
@@ -136,7 +136,7 @@ def model_child(model: str, p: int, m: int, reps: int, impl: str = "runner") -> 
     import mnnjit.nn as nn
     data = np.load(MODELS / f"{model}.npz")
     x, ref = data["in0_x"], data["out0_logits"]
-    import mnnjit.backends.cpu.fp16_kernels  # noqa: F401  (numba, llvm loaded before baseline)
+    import mnnjit.backends.cpu.cnn_steps  # noqa: F401  (numba, llvm loaded before baseline)
     rss0 = vm_hwm_mb()
     threads = int(os.environ.get("MNNJIT_BENCH_THREADS", "0") or 0) or 2
     rt = nn.create_runtime_manager(({"precision": p, "memory": m, "numThread": threads},))

@@ -1,4 +1,4 @@
-"""Winograd 3x3 convolution (mnnjit/backends/cpu/winograd.py) vs im2col + sgemm.
+"""Winograd 3x3 convolution (mnnjit/backends/cpu/gemm/winograd.py) vs im2col + sgemm.
 
 For every 3x3 stride-1 layer shape of ResNet-18 at 224 and a few VGG / MobileNet-style ones
 (N = 1, pads 1, bias + relu), at 1 and 2 Numba threads: F(2,3), F(4,3) (automatic blocking)
@@ -28,8 +28,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import numba  # noqa: E402
 
-from mnnjit.backends.cpu import fp16_kernels as fk  # noqa: E402
-from mnnjit.backends.cpu import winograd as wg  # noqa: E402
+from mnnjit.backends.cpu import cnn_steps as fk  # noqa: E402
+from mnnjit.backends.cpu.gemm import winograd as wg  # noqa: E402
 
 # (C, O, H=W, label)
 RESNET = [(64, 64, 56, "ResNet-18 layer1"), (128, 128, 28, "ResNet-18 layer2"),

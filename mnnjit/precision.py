@@ -31,7 +31,7 @@ Vars (they carry no quantized weights).
 
 The model runner (``mnnjit.nn.Module._plan``) calls :func:`plan_for_modes` with the runtime
 manager's precision/memory; plans with convolutions run as a
-:class:`mnnjit.backends.cpu.net_exec.NetPlan` (every mode; fp16 activation storage, quantized weight
+:class:`mnnjit.backends.cpu.kernel_steps.NetPlan` (every mode; fp16 activation storage, quantized weight
 codes), others as the program's ExecutionPlan. Lower-level pieces for other runners: :func:`parse_modes`,
 :func:`conv_weight_source`/:func:`depthwise_weight`/:func:`weight_storage` (weights as kept in
 memory), :func:`activation_dtype`, :func:`to_storage`/:func:`from_storage`.
@@ -192,7 +192,7 @@ def plan_for_modes(program: Any, signature: tuple, precision: int = NORMAL,
     signature in the given modes.
 
     A static plan whose convolutions reach the compile threshold (any convolution in fp16 /
-    quantized modes; ``mnnjit.models.netcheck``) runs as a :class:`mnnjit.backends.cpu.net_exec.NetPlan` (kernel steps on preallocated
+    quantized modes; ``mnnjit.models.netcheck``) runs as a :class:`mnnjit.backends.cpu.kernel_steps.NetPlan` (kernel steps on preallocated
     buffers; fp16 storage under precision=low, quantized weight codes under memory=low), built
     once per (signature, modes, thread count) and cached on the program. Other plans (no
     convolution, control flow, compiling disabled with ``MNNJIT_JIT_THRESHOLD=off``) are the
@@ -208,7 +208,7 @@ def plan_for_modes(program: Any, signature: tuple, precision: int = NORMAL,
         worth = cache[("worth", signature, modes)] = runs_as_net(plan, modes)
     if not worth:
         return plan
-    from .backends.cpu.net_exec import NetPlan
+    from .backends.cpu.kernel_steps import NetPlan
     from numba import get_num_threads
     key = (signature, modes, get_num_threads())
     net = cache.get(key)

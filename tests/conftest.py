@@ -1,7 +1,7 @@
 """Shared test configuration: hypothesis profiles and paths to ../shared.
 
 pytest-xdist workers share one kernel cache (``MNNJIT_CACHE_DIR``, and Numba's cache of the
-hand-written kernels): mnnjit's cross-process compile lock (backends/cpu/compile_lock.py) makes
+hand-written kernels): mnnjit's cross-process compile lock (backends/cpu/runtime/compile_lock.py) makes
 each kernel compile once, in one worker, and the other workers load it."""
 from __future__ import annotations
 

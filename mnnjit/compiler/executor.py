@@ -20,8 +20,8 @@ from collections import OrderedDict
 import numpy as np
 
 from ..graph import Node, topo_order
-from . import config
-from .config import counters
+from .. import settings as config
+from ..settings import counters
 from ..backends.reference import compute_node as _compute_node
 from ..backends.reference import run_order
 from .fusion import REDUCE_OPS
@@ -65,7 +65,7 @@ def _handwritten(node: Node):
     if node.op in _NO_HW or _work(node) < KERNEL_MIN:
         return None
     if _hw is None:
-        from ..backends.cpu import kernels as hw
+        from ..backends.cpu.handwritten import registry as hw
         hw.load_kernel_modules()
         _hw = hw
     if node.op not in _hw._KERNELS:

@@ -10,11 +10,10 @@ template - runs as a single step.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from numbers import Integral, Real
 
-import numpy as np
 
+from ..backends.ir import Group, GroupSpec  # noqa: F401  (the IR backends consume)
 from ..ops import registry
 
 #: Storage dtypes compiled kernels handle (float16: stored as half, computed in float32).
@@ -27,53 +26,6 @@ REDUCE_OPS = frozenset({"reduce_sum", "reduce_mean", "reduce_prod", "reduce_max"
 DENY = frozenset({"cbrt", "fmod", "sign", "trunc", "rint", "floor", "ceil", "round", "sinh", "cosh", "atanh", "pow"})
 
 
-@dataclass(frozen=True)
-class GroupSpec:
-    """The structure of a fusion group (hashable, position-free; see backends/cpu/codegen.py)."""
-
-    nodes: tuple          # ((op, out_dtype, ((kind, index), ...), ((attr, param_index), ...)), ...)
-    leaf_dtypes: tuple    # (dtype name, ...)
-    param_kinds: tuple    # ('f' | 'i', ...)
-    reduce: tuple | None  # (reduce op, input dtype, output dtype) or None
-
-    def key(self) -> str:
-        """A deterministic text key (kernel file names, in-memory cache); computed once per spec."""
-        k = self.__dict__.get("_key")
-        if k is None:
-            k = repr((self.nodes, self.leaf_dtypes, self.param_kinds, self.reduce))
-            object.__setattr__(self, "_key", k)
-        return k
-
-
-@dataclass
-class Group:
-    """One fusion group of a plan (positions index the plan's traced node list)."""
-
-    root: int
-    members: list[int]           # elementwise members in evaluation order (not the reduce root)
-    leaves: list[int]
-    spec: GroupSpec
-    params: tuple                # runtime scalar parameter values
-    shape: tuple[int, ...]       # iteration shape (the reduce input's shape for reductions)
-    axes: tuple[int, ...] | None = None
-    out_shape: tuple[int, ...] = ()
-    out_dtype: np.dtype | None = None
-    ops: list[str] = field(default_factory=list)
-    serial: bool = False         # below the compile threshold: a serial kernel (no thread team)
-    producer: object = None      # a fused producer of one leaf (compiler/producers.py), or None
-
-    @property
-    def size(self) -> int:
-        """Elements in the iteration space."""
-        n = 1
-        for d in self.shape:
-            n *= d
-        return n
-
-
-def _template_attrs(op: str) -> tuple[str, ...]:
-    from ..backends.cpu.codegen import template_attrs
-    return template_attrs(op)
 
 
 def ew_ok(node) -> bool:
@@ -88,7 +40,7 @@ def ew_ok(node) -> bool:
             return False
     if node.op in ("div", "floordiv", "mod") and node.dtype.kind != "f" and node.inputs[0].dtype.kind != "f":
         return False  # integer division by zero: numpy's 0 is not guaranteed by the kernel
-    for name in _template_attrs(node.op):
+    for name in registry.template_attrs(node.op):
         v = node.attrs.get(name)
         if isinstance(v, bool) or not isinstance(v, (Integral, Real)):
             return False
@@ -171,7 +123,7 @@ def build_group(root: int, nodes: list, in_pos: list, consumers: list, is_val: l
         n = nodes[m]
         refs = tuple(ref(p) for p in in_pos[m])
         attrs = []
-        for name in _template_attrs(n.op):
+        for name in registry.template_attrs(n.op):
             v = n.attrs[name]
             attrs.append((name, len(params)))
             is_int = isinstance(v, Integral)

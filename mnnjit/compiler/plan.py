@@ -25,7 +25,7 @@ import numpy as np
 
 from ..graph import Node, topo_order
 from ..ops import registry
-from . import config
+from .. import settings as config
 from .fusion import Group, build_group, duplicable
 from .producers import find_producer
 
@@ -144,7 +144,7 @@ class Plan:
     def run(self, order: list[Node], backend) -> None:
         """Execute on the nodes of a trace with this plan's structure; caches the roots' values."""
         from ..backends.reference import compute_node
-        from ..backends.cpu import kernels as hw
+        from ..backends.cpu.handwritten import registry as hw
         vals: list[Any] = [None] * self.n
         for p in self.leaves:
             vals[p] = order[p].value

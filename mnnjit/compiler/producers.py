@@ -4,7 +4,7 @@ The image preprocessing of the quick start, ``(cv.resize(img, (224, 224))[..., :
 * scale``, is a uint8 bilinear resize followed by a channel flip and a fused elementwise group. When the
 resize (and the flip) feed only that group, the plan drops their steps and the group reads the resize's
 *input* instead: the backend computes one resized row at a time into a small buffer and runs the group's
-elementwise body on it while it is in cache (``backends/cpu/resize_group.py``), so the 224x224 uint8
+elementwise body on it while it is in cache (``backends/cpu/codegen/resize_groups.py``), so the 224x224 uint8
 intermediate and its channel-flipped view never exist. A backend that cannot run such a group (or a
 layout it does not cover) computes the producer chain first and runs the group as usual.
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from ._common import image_var, to_numpy
+from ._common import image_array, image_var, to_numpy
 
 __all__ = ["contourArea", "boundingRect", "convexHull", "minAreaRect", "boxPoints", "findContours"]
 
@@ -175,7 +175,7 @@ def _simplify(pts: np.ndarray) -> np.ndarray:
 def find_borders(mask: np.ndarray) -> list[tuple[np.ndarray, bool, int, int]]:
     """All borders of the non-zero pixels of ``mask`` (Suzuki & Abe border following, a Numba kernel):
     (points [n, 2] x/y, is_hole, parent id, own id) in discovery (raster) order; id 1 is the image frame."""
-    from ..backends.cpu.cv_kernels import suzuki_borders
+    from ..backends.cpu.image.kernels import suzuki_borders
     f = np.pad((mask != 0).astype(np.int32), 1)
     pts = np.zeros((int(mask.sum()) * 4 + 16, 2), np.int64)
     meta = np.zeros((f.size // 2 + 8, 5), np.int64)
@@ -187,7 +187,7 @@ def findContours(image: Any, mode: int, method: int, offset: Any = (0, 0)):
     """Borders of the non-zero regions as a list of [n, 1, 2] int32 Vars (OpenCV's points and order), and
     the string 'no hierarchy' (real MNN's second return value). RETR_EXTERNAL keeps the outermost borders,
     the other modes list every outer and hole border (in RETR_LIST order, as MNN)."""
-    img = np.asarray(to_numpy(image))
+    img = image_array(image)
     img = img.reshape(img.shape[0], img.shape[1], -1)[..., 0]
     borders = find_borders(img != 0)
     if int(mode) == 0:

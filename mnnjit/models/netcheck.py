@@ -1,4 +1,4 @@
-"""Whether a model plan runs on the kernel-step executor (``backends/cpu/net_exec.NetPlan``).
+"""Whether a model plan runs on the kernel-step executor (``backends/cpu/kernel_steps.NetPlan``).
 
 Decided from the graph alone, without importing numba (nor the compiler, for a graph without
 convolutions): a plan qualifies, unless ``MNNJIT_JIT_THRESHOLD=off``, when its convolutions do
@@ -53,7 +53,7 @@ def runs_as_net(plan: Any, modes: Any) -> bool:
     macs = conv_macs(plan)
     if not macs:
         return False            # nothing for the kernel steps: the compiler is not even imported
-    from ..compiler.config import compiling_enabled, threshold
+    from ..settings import compiling_enabled, threshold
     if not compiling_enabled():
         return False
     moded = modes is not None and (modes.fp16 or modes.keep_quantized)

@@ -192,7 +192,7 @@ class ExecutionPlan:
         for p, a in zip(self.placeholders, arrays):
             p.value = a
         bump_write_counter()
-        from ..backends.cpu._blas import single_threaded_blas
+        from ..backends.cpu.runtime.blas import single_threaded_blas
         with single_threaded_blas():  # OpenBLAS's own threads fight the Numba workers (see notes)
             runtime.evaluate(self.outputs)
         return [o.value for o in self.outputs]
@@ -239,12 +239,12 @@ class ExecutionPlan:
         return self._fast(arrays)
 
     def _compile_kernel(self, arrays: list[np.ndarray]):
-        """The plan as one compiled kernel (backends/cpu/plan_kernel), or None."""
+        """The plan as one compiled kernel (backends/cpu/codegen/whole_plan), or None."""
         try:
-            from ..backends.cpu.plan_kernel import compile_plan
+            from ..backends.cpu.codegen.whole_plan import compile_plan
         except ImportError:  # no Numba
             return None
-        from ..compiler import config
+        from .. import settings as config
         run = compile_plan(self.steps, self.init, self.feed_slots, self.out_slots, self.order,
                            check=self._fast, sample=arrays)
         config.counters["plan_kernels" if run is not None else "plan_kernel_declined"] += 1
@@ -277,8 +277,8 @@ def _lean(plan: ExecutionPlan) -> bool:
            for n in active):
         return True  # tiny activations (an MLP): no kernel would be used; load neither the compiler nor Numba
     try:
-        from ..backends.cpu import kernels
-        from ..compiler import config
+        from ..backends.cpu.handwritten import registry as kernels
+        from .. import settings as config
         from ..compiler.plan import KERNEL_MIN
     except ImportError:
         return True
@@ -307,7 +307,7 @@ def _plan_kernel_calls() -> int | None:
     off, or the reference executor was chosen)."""
     if _reference_executor_chosen():
         return None
-    from ..compiler import config
+    from .. import settings as config
     return config.plan_kernel_calls()
 
 

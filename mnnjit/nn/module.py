@@ -118,7 +118,7 @@ class _Module:
         try:
             plan = self._program.plan(sig)
             if not getattr(plan, "dynamic", True):
-                # CNNs (and the precision/memory modes) run as kernel steps (backends/cpu/net_exec)
+                # CNNs (and the precision/memory modes) run as kernel steps (backends/cpu/kernel_steps)
                 from ..precision import plan_for_modes
                 plan = plan_for_modes(self._program, sig, rt.precision if rt is not None else 0,
                                       rt.memory if rt is not None else getattr(self._program, "memory", 0))

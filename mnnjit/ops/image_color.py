@@ -135,7 +135,7 @@ def _stack_bgr(b, g, r, bidx: int, dcn: int, alpha) -> np.ndarray:
 
 #: OpenCV 5's fixed-point luma weights of B, G, R (15 bits; OpenCV 4 used 1868, 9617, 4899 >> 14: the
 #: two differ by one in ~0.5 % of random pixels; these match cv2 5.0 on every pixel of 40000)
-#: (``backends/cpu/cv_kernels._gray_rows`` compiles them in and Numba's cache keys on that file only:
+#: (``backends/cpu/image/kernels._gray_rows`` compiles them in and Numba's cache keys on that file only:
 #: changing them needs that file touched too)
 GRAY_B, GRAY_G, GRAY_R, GRAY_SHIFT = 3735, 19235, 9798, 15
 
@@ -394,7 +394,7 @@ def _to_hls_u8(x, bidx, tail: bool):
 def _ipp_reciprocals(refined: bool) -> np.ndarray:
     """IPP's float32 reciprocals of 0..510: the CPU's ``rcpps`` approximation, with one Newton step
     when ``refined`` (index 0 is infinite and never used)."""
-    from ..backends.cpu.x86_rcp import rcp_f32
+    from ..backends.cpu.image.x86_rcp import rcp_f32
     x = np.arange(511, dtype=np.float32)
     r = rcp_f32(x)
     with np.errstate(invalid="ignore"):
@@ -757,7 +757,7 @@ def _ref(xs, attrs):
         return cvt_color_ref(xs[0], attrs["code"])
 
 
-#: Codes with a hand-written Numba kernel for uint8 data (mnnjit/backends/cpu/kernels_cv.py).
+#: Codes with a hand-written Numba kernel for uint8 data (mnnjit/backends/cpu/handwritten/image_ops.py).
 FAST_CODES = frozenset({0, 1, 2, 3, 4, 5, 6, 7, 10, 11, 8, 9})
 
 register(OpDef("cvt_color", "opaque", _infer, _ref, mnn_type="ImageProcess",

@@ -11,7 +11,7 @@ Semantics (``ref``) are exactly ``conv2d``'s on the decoded float weights. The C
 registered with the compiler's hand-written-kernel registry) runs depthwise convolutions with the
 depthwise kernel and quantized weights with the GEMM micro-kernel convolution on the codes
 (dequantizing panel by panel); float weights use the reference (im2col + BLAS). Large models do
-not come here: they run as kernel-step plans (``backends/cpu/net_exec``).
+not come here: they run as kernel-step plans (``backends/cpu/kernel_steps``).
 """
 from __future__ import annotations
 
@@ -103,7 +103,7 @@ register(OpDef("mnn_conv2d", "opaque", _infer, _ref, mnn_type="Convolution",
 
 def _cpu_kernel(inputs: list, attrs: dict) -> np.ndarray:
     """The Numba kernels: direct depthwise, or tiled GEMM over the weight source."""
-    from ..backends.cpu import fp16_kernels as K
+    from ..backends.cpu import cnn_steps as K
     w: ConvWeights = attrs["weights"]
     x = np.ascontiguousarray(inputs[0], np.float32)
     o, ci, kh, kw = w.shape
@@ -115,7 +115,7 @@ def _cpu_kernel(inputs: list, attrs: dict) -> np.ndarray:
         return K.depthwise_conv2d(x, w.dense().reshape(o, kh * kw), w.bias, (kh, kw), stride, pads, dil, act)
     if not w.quantized:
         # float weights: the reference (im2col + one BLAS GEMM). Models whose convolutions reach
-        # the compile threshold run as kernel-step plans (backends/cpu/net_exec) with weights
+        # the compile threshold run as kernel-step plans (backends/cpu/kernel_steps) with weights
         # packed once for the micro-kernel; this path only serves the remaining small plans,
         # where packing on every call would cost more than it saves
         return _ref(inputs, attrs)
@@ -123,7 +123,7 @@ def _cpu_kernel(inputs: list, attrs: dict) -> np.ndarray:
 
 
 def _register_kernel() -> None:
-    from ..backends.cpu.kernels import register_cpu_kernel
+    from ..backends.cpu.handwritten.registry import register_cpu_kernel
     register_cpu_kernel("mnn_conv2d", _cpu_kernel, min_size=4096, dtypes=(np.float32,))
 
 

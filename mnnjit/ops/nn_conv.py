@@ -20,7 +20,7 @@ from .registry import OpDef, register
 ACTS = ("", "relu", "relu6")
 
 #: Multiply-adds above which the compiled path runs depthwise convolutions with the Numba kernel of
-#: ``mnnjit/backends/cpu/kernels_nn.py`` (measured: docs/notes/expr.md).
+#: ``mnnjit/backends/cpu/handwritten/nn_ops.py`` (measured: docs/notes/expr.md).
 DEPTHWISE_NUMBA_WORK = 1 << 23
 
 
@@ -244,7 +244,7 @@ def conv2d_ref(xs: list, attrs: dict) -> np.ndarray:
 
 register(OpDef("conv2d", "opaque", _conv_infer, conv2d_ref, mnn_type="Convolution",
                doc="2-D convolution with fused bias and relu/relu6 (see docs/NN_OPS.md)",
-               extra={"kernel": "backends/cpu/kernels_nn.py (depthwise above DEPTHWISE_NUMBA_WORK)"}))
+               extra={"kernel": "backends/cpu/handwritten/nn_ops.py (depthwise above DEPTHWISE_NUMBA_WORK)"}))
 
 
 # ---------------------------------------------------------------- conv2d_transpose

@@ -16,7 +16,10 @@ Elementwise ops also give ``scalar``: a Python expression over the input scalars
 """
 from __future__ import annotations
 
+import ast
+import builtins
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any, Callable
 
 import numpy as np
@@ -68,3 +71,15 @@ def has(name: str) -> bool:
 def all_ops() -> dict[str, OpDef]:
     """A copy of the registry."""
     return dict(_REGISTRY)
+
+
+#: Names a scalar template may use that are not op attributes (inputs a, b, c; helpers).
+_TEMPLATE_NAMES = frozenset({"a", "b", "c", "acc", "math", "np"} | set(dir(builtins)))
+
+
+@lru_cache(maxsize=None)
+def template_attrs(op: str) -> tuple[str, ...]:
+    """The attribute names op ``op``'s scalar template refers to (kernel parameters)."""
+    tpl = get(op).scalar
+    names = {n.id for n in ast.walk(ast.parse(tpl, mode="eval")) if isinstance(n, ast.Name)}
+    return tuple(sorted(names - _TEMPLATE_NAMES))

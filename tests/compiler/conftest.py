@@ -20,7 +20,7 @@ def compiler_cache_dir(tmp_path_factory):
 def compiled_path(compiler_cache_dir):
     """Use the private cache and compile every group regardless of size (module scope, restored)."""
     from mnnjit import compiler
-    from mnnjit.backends.cpu import jit
+    from mnnjit.backends.cpu.runtime import jit
 
     old_env = os.environ.get("MNNJIT_CACHE_DIR")
     os.environ["MNNJIT_CACHE_DIR"] = str(compiler_cache_dir)

@@ -1,4 +1,4 @@
-"""Processes sharing a kernel cache (backends/cpu/compile_lock.py): each kernel is compiled once,
+"""Processes sharing a kernel cache (backends/cpu/runtime/compile_lock.py): each kernel is compiled once,
 by one process, and the others load it; Numba's cache index stays consistent; the lock never
 blocks a compile for good."""
 from __future__ import annotations
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from mnnjit.backends.cpu import compile_lock
+from mnnjit.backends.cpu.runtime import compile_lock
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -24,7 +24,7 @@ go, order, kdir = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 import numpy as onp
 import mnnjit.numpy as np
 from mnnjit import compiler
-from mnnjit.backends.cpu import numba_setup
+from mnnjit.backends.cpu.runtime import numba_setup
 from numba import njit
 sys.path.insert(0, kdir)
 import shared_kernel

@@ -187,7 +187,7 @@ def test_debug_output(capsys, monkeypatch):
 
 
 def test_handwritten_kernel_registry():
-    from mnnjit.backends.cpu import kernels as hw
+    from mnnjit.backends.cpu.handwritten import registry as hw
     calls = []
 
     def my_concat(inputs, attrs):

@@ -1,11 +1,11 @@
-"""The OpenMP waiting policy mnnjit sets before libgomp starts (backends/cpu/omp_env.py)."""
+"""The OpenMP waiting policy mnnjit sets before libgomp starts (backends/cpu/runtime/omp_env.py)."""
 from __future__ import annotations
 
 import os
 import subprocess
 import sys
 
-from mnnjit.backends.cpu import omp_env
+from mnnjit.backends.cpu.runtime import omp_env
 
 
 def test_bounded_spin_when_the_user_chose_nothing(monkeypatch):
@@ -31,7 +31,7 @@ def test_set_before_the_first_parallel_kernel():
     """A fresh process that runs a compiled kernel has the policy in its environment by then."""
     code = ("import os, numpy as np, mnnjit.numpy as mnp\n"
             "os.environ.pop('OMP_WAIT_POLICY', None); os.environ.pop('GOMP_SPINCOUNT', None)\n"
-            "from mnnjit.backends.cpu import jit\n"
+            "from mnnjit.backends.cpu.runtime import jit\n"
             "jit.numba_module()\n"
             "print(os.environ.get('OMP_WAIT_POLICY'), os.environ.get('GOMP_SPINCOUNT'))\n")
     env = {k: v for k, v in os.environ.items() if k not in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")}

@@ -158,7 +158,7 @@ def test_cvmatrix_and_imageprocess():
                                   "area", "area_f32", "area_up", "area2", "area3", "hsv", "hsv_full"])
 def test_kernels_equal_reference(case):
     """Each hand-written Numba kernel returns exactly what its op's numpy reference returns."""
-    from mnnjit.backends.cpu import kernels_cv
+    from mnnjit.backends.cpu.handwritten import image_ops as kernels_cv
     from mnnjit.ops import registry
     rng = np.random.default_rng(7)
     x = rng.integers(0, 256, (123, 157, 3)).astype(np.uint8)
@@ -308,7 +308,7 @@ from hypothesis import given, settings, strategies as st  # noqa: E402
 def test_three_channel_kernels_equal_reference(h, w, oh, ow, angle, scale, border, seed):
     """The 3-channel resize, warpAffine (several output tiles when wide) and BGR<->RGB kernels (8-byte
     pixel-pair loads, byte shuffles, edge and border pixels) return exactly what the op references return."""
-    from mnnjit.backends.cpu import cv_kernels as K
+    from mnnjit.backends.cpu.image import kernels as K
     from mnnjit.ops import registry
     rng = np.random.default_rng(seed)
     x = rng.integers(0, 256, (h, w, 3)).astype(np.uint8)

@@ -6,7 +6,7 @@ import pytest
 
 pytest.importorskip("numba")
 
-from mnnjit.backends.cpu import kernels_nn  # noqa: E402
+from mnnjit.backends.cpu.handwritten import nn_ops as kernels_nn  # noqa: E402
 from mnnjit.ops import nn_conv, nn_pool, nn_resize  # noqa: E402
 
 rng = np.random.default_rng(5)
@@ -71,7 +71,7 @@ def test_layer_norm_kernel_matches_ref(shape, axes, params, rms):
 
 
 def test_kernels_registered_with_the_compiler():
-    from mnnjit.backends.cpu import kernels
+    from mnnjit.backends.cpu.handwritten import registry as kernels
     kernels.load_kernel_modules()
     for op in ("conv2d", "pool2d", "resize", "layer_norm"):
         assert op in kernels._KERNELS

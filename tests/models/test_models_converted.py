@@ -117,7 +117,7 @@ def test_memory_low_keeps_weights_quantized(fx, flags) -> None:
 
 def test_compiled_kernels_match_reference(fx) -> None:
     """The plan run by the compiler (hand-written conv kernels) equals the reference step loop."""
-    config = pytest.importorskip("mnnjit.compiler.config")
+    config = pytest.importorskip("mnnjit.settings")
     import mnnjit.runtime as rt
     from mnnjit.backends.reference import evaluate as ref_evaluate
     path = os.path.join(fx, "r18.mnn")

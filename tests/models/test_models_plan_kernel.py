@@ -1,4 +1,4 @@
-"""A hot tiny plan compiled into one kernel (backends/cpu/plan_kernel.py): the same values as numpy,
+"""A hot tiny plan compiled into one kernel (backends/cpu/codegen/whole_plan.py): the same values as numpy,
 outputs never overwritten, the Module's input checks unchanged, plans it does not take left on their
 numpy function, and the switch controlled by MNNJIT_PLAN_KERNEL_CALLS."""
 from __future__ import annotations
@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 from test_models_small_plan import _build, _mlp_case  # noqa: E402 - the numpy function's cases
 
 import mnnjit as MNN
-from mnnjit.backends.cpu import plan_kernel
-from mnnjit.compiler import config
+from mnnjit.backends.cpu.codegen.groups import whole_plan as plan_kernel
+from mnnjit import settings as config
 from mnnjit.ops import build as B
 
 from shared_paths import MODELS  # noqa: E402

@@ -95,7 +95,7 @@ def test_random_cnn_matches_real_mnn(spec) -> None:
         got = MNN.nn.load_module_from_file(mnn_path, ["x"], ["y"]).forward([MNN.expr.const(x, [1, c, h, w])])[0].read()
         assert got.shape == exp.shape, (layers, got.shape, exp.shape)
         assert float(np.abs(got - exp).max()) <= 1e-3 * max(1.0, float(np.abs(exp).max())), layers
-        from mnnjit.compiler import config  # the same model through the compiled kernels
+        from mnnjit import settings as config  # the same model through the compiled kernels
         old = config.set_threshold(0)
         try:
             fast = MNN.nn.load_module_from_file(mnn_path, ["x"], ["y"]).forward([MNN.expr.const(x, [1, c, h, w])])[0]

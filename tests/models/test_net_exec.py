@@ -1,4 +1,4 @@
-"""The kernel-step executor (backends/cpu/net_exec.NetPlan) against the reference plan of the same
+"""The kernel-step executor (backends/cpu/kernel_steps.NetPlan) against the reference plan of the same
 model: random small CNNs converted by real MNN's converter, each mode; buffers reused between
 forwards never leak into results a caller keeps."""
 from __future__ import annotations
@@ -93,7 +93,7 @@ def test_outputs_survive_later_forwards(shared_dir):
     # one pool of raw buffers of any shape: the chain with residual connections needs 3 live ones
     assert plan.n_buffers <= 4 < len(plan.steps)
     assert plan.activation_nbytes <= 4 * max(b.nbytes for b in plan.buffers.values() if b is not None)
-    from mnnjit.backends.cpu.net_exec import _step_inputs
+    from mnnjit.backends.cpu.kernel_steps import _step_inputs
     for st in plan.steps:
         out = plan.buffers.get(st[-1]) if st[0] != "ref" else None
         for s in _step_inputs(st) if out is not None else []:
@@ -165,7 +165,7 @@ def test_large_inverted_residual_block_runs_as_one_step(c, hw, relu_after, threa
     tensor over EXPANDED_FUSE_MIN_BYTES (144 channels of 56x56 or more): one fused step (the
     residual's ``convres`` over a :class:`DepthwisePointwise` taking the expansion), the
     reference plan's numbers."""
-    from mnnjit.backends.cpu.net_exec import EXPANDED_FUSE_MIN_BYTES
+    from mnnjit.backends.cpu.kernel_steps import EXPANDED_FUSE_MIN_BYTES
     from mnnjit_models_fixtures import _Builder
     t = 144
     assert t * hw * hw * 4 >= EXPANDED_FUSE_MIN_BYTES
@@ -249,7 +249,7 @@ def test_stem_conv_runs_inside_the_depthwise_1x1_step(cin, c, stride_pad, hw, th
 def test_activation_buffers_share_one_huge_page_arena(shared_dir):
     """The pooled buffers are page-aligned, disjoint pieces of one allocation that starts on a
     2 MB boundary (transparent huge pages where the kernel gives them)."""
-    from mnnjit.backends.cpu.net_exec import HUGE_PAGE
+    from mnnjit.backends.cpu.kernel_steps import HUGE_PAGE
     path = os.path.join(shared_dir, "models", "mobilenetv2.mnn")
     x = np.random.default_rng(0).standard_normal((1, 3, 224, 224)).astype(np.float32)
     m = MNN.nn.load_module_from_file(path, ["x"], [])
@@ -304,7 +304,7 @@ def test_winograd_workspaces_come_from_the_pool(threads):
     """Winograd steps take their workspace from the plan's buffer pool: a buffer free at that
     step (never the step's input, residual or output), the same results as the per-thread
     workspace, across forwards."""
-    from mnnjit.backends.cpu.net_exec import _step_inputs, _Winograd
+    from mnnjit.backends.cpu.kernel_steps import _step_inputs, _Winograd
     from mnnjit_models_fixtures import resnet18_onnx
     stem = os.path.join(_DIR, "r18w16")
     if not os.path.exists(stem + ".mnn"):

@@ -36,7 +36,7 @@ class ConvNet:
     """Run a MobileNet-style .mnn model with the CPU precision kernels in ``modes``."""
 
     def __init__(self, path: str, modes: Modes) -> None:
-        from mnnjit.backends.cpu import fp16_kernels
+        from mnnjit.backends.cpu import cnn_steps as fp16_kernels
         self.K = fp16_kernels
         self.modes = modes
         net = read_net(path)

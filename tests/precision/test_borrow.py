@@ -6,8 +6,8 @@ from hypothesis import given, settings, strategies as st
 from hypothesis.extra import numpy as hnp
 from numba import njit
 
-from mnnjit.backends.cpu.fp16_kernels import _keep_alive, _store_rows_act
-from mnnjit.backends.cpu.intrinsics import borrow
+from mnnjit.backends.cpu.cnn_steps import _keep_alive, _store_rows_act
+from mnnjit.backends.cpu.runtime.intrinsics import borrow
 
 
 @njit(cache=True)

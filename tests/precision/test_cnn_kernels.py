@@ -10,10 +10,10 @@ from hypothesis import strategies as st
 
 from precision_refs import act_ref, conv_ref
 
-K = pytest.importorskip("mnnjit.backends.cpu.conv_gemm")
-from mnnjit.backends.cpu.depthwise import Depthwise, depthwise_conv2d  # noqa: E402
+K = pytest.importorskip("mnnjit.backends.cpu.gemm.conv")
+from mnnjit.backends.cpu.depthwise.planes import Depthwise, depthwise_conv2d  # noqa: E402
 from mnnjit.backends.cpu.fp16 import to_f16, to_f32  # noqa: E402
-from mnnjit.backends.cpu.fp16_kernels import storage_view  # noqa: E402
+from mnnjit.backends.cpu.cnn_steps import storage_view  # noqa: E402
 from mnnjit.backends.cpu.quant import QuantRows  # noqa: E402
 
 ACTS = ["", "relu", "relu6", "sigmoid", "tanh", "hard_swish", "silu"]
@@ -137,7 +137,7 @@ def test_mobilenet_shapes_exact_tiles_and_tails():
     for c, o, hw in [(16, 96, 12), (24, 144, 7), (160, 960, 7), (960, 160, 7), (7, 13, 5)]:
         x = rng.standard_normal((1, c, hw, hw)).astype(np.float32)
         wt = rng.standard_normal((o, c, 1, 1)).astype(np.float32)
-        from mnnjit.backends.cpu.fp16_kernels import conv2d
+        from mnnjit.backends.cpu.cnn_steps import conv2d
         got = conv2d(x, wt.reshape(o, -1), None, (1, 1), act="relu6")
         ref = act_ref(conv_ref(x, wt, None, (1, 1), (0, 0, 0, 0), (1, 1), 1), "relu6")
         assert np.abs(got - ref).max() <= 1e-4 * max(1.0, float(np.abs(ref).max()))
@@ -344,7 +344,7 @@ def test_expand_depthwise_matches_the_two_steps(n, c, o, h, w, ks, pad, act1, ac
     """The fused 1x1 -> depthwise kernel: the same numbers as the two kernels run apart, and the
     float64 reference; pixel tails, channels that are not whole panels, both storages, quantized
     expansion weights."""
-    from mnnjit.backends.cpu.expand_dw import ExpandDepthwise
+    from mnnjit.backends.cpu.depthwise.expand_dw import ExpandDepthwise
     k, s = ks
     assume(h + 2 * pad >= k and w + 2 * pad >= k)
     rng = np.random.default_rng(seed)
@@ -390,7 +390,7 @@ def test_expand_depthwise_matches_the_two_steps(n, c, o, h, w, ks, pad, act1, ac
 def _fused_matches_apart(c, o, h, w, s, half, act2):
     """Run a 1x1 convolution (relu6) and the 3x3 pads-1 depthwise one (``act2``) apart and fused;
     assert the same numbers; return the fused :class:`ExpandDepthwise`."""
-    from mnnjit.backends.cpu.expand_dw import ExpandDepthwise
+    from mnnjit.backends.cpu.depthwise.expand_dw import ExpandDepthwise
     rng = np.random.default_rng(c + h + w)
     x = rng.standard_normal((1, c, h, w)).astype(np.float32)
     w1 = (rng.standard_normal((o, c)) / np.sqrt(c)).astype(np.float32)
@@ -427,7 +427,7 @@ def test_expand_depthwise_stride2_on_quartered_input(c, o, h, w, act1):
     """Stride 2 on float32: the input is split into quarter planes before the expansion (tails
     of 1-15 values per quarter, activations applied per quarter, not on the zero borders): the
     numbers of the two kernels run apart and of the per-plane split."""
-    from mnnjit.backends.cpu.expand_dw import ExpandDepthwise
+    from mnnjit.backends.cpu.depthwise.expand_dw import ExpandDepthwise
     rng = np.random.default_rng(c * h + w)
     x = rng.standard_normal((2, c, h, w)).astype(np.float32)
     e = K.ConvGemm(K.PackedWeights.from_dense((rng.standard_normal((o, c)) / np.sqrt(c)).astype(np.float32)),

@@ -1,4 +1,4 @@
-"""The flat 3x3 depthwise kernels (:mod:`mnnjit.backends.cpu.depthwise_flat`) against float64
+"""The flat 3x3 depthwise kernels (:mod:`mnnjit.backends.cpu.depthwise.flat`) against float64
 references and against the padded-plane kernel: stride 1 and 2, small and banded planes, channel
 counts not a multiple of 8, activations, float16 storage, edge columns, which path a shape takes."""
 from __future__ import annotations
@@ -11,10 +11,10 @@ from hypothesis import strategies as st
 from precision_refs import act_ref, conv_ref
 
 pytest.importorskip("numba")
-from mnnjit.backends.cpu.depthwise import Depthwise  # noqa: E402
-from mnnjit.backends.cpu.depthwise_flat import s1_banded, s2_banded  # noqa: E402
+from mnnjit.backends.cpu.depthwise.planes import Depthwise  # noqa: E402
+from mnnjit.backends.cpu.depthwise.flat import s1_banded, s2_banded  # noqa: E402
 from mnnjit.backends.cpu.fp16 import to_f16, to_f32  # noqa: E402
-from mnnjit.backends.cpu.fp16_kernels import storage_view  # noqa: E402
+from mnnjit.backends.cpu.cnn_steps import storage_view  # noqa: E402
 
 SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

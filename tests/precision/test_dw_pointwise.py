@@ -1,4 +1,4 @@
-"""The fused depthwise 3x3 -> 1x1 kernel (backends/cpu/dw_pointwise) against the two kernels run
+"""The fused depthwise 3x3 -> 1x1 kernel (backends/cpu/depthwise/dw_pointwise) against the two kernels run
 apart and a float64 reference: band splits with partial last bands, pixel tails, channel counts
 that are not whole panels, activations of both layers, the residual epilogue, and the layers it
 refuses."""
@@ -11,9 +11,9 @@ from hypothesis import strategies as st
 
 from precision_refs import act_ref, conv_ref
 
-K = pytest.importorskip("mnnjit.backends.cpu.conv_gemm")
-from mnnjit.backends.cpu.depthwise import Depthwise  # noqa: E402
-from mnnjit.backends.cpu.dw_pointwise import DepthwisePointwise, band_rows, fusable, pre_fits  # noqa: E402
+K = pytest.importorskip("mnnjit.backends.cpu.gemm.conv")
+from mnnjit.backends.cpu.depthwise.planes import Depthwise  # noqa: E402
+from mnnjit.backends.cpu.depthwise.dw_pointwise import DepthwisePointwise, band_rows, fusable, pre_fits  # noqa: E402
 from mnnjit.backends.cpu.quant import QuantRows  # noqa: E402
 
 ACTS = ["", "relu", "relu6", "sigmoid"]

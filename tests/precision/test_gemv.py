@@ -1,4 +1,4 @@
-"""The classifier GEMV (:mod:`mnnjit.backends.cpu.gemv`) against numpy (``matmul_ex``'s reference):
+"""The classifier GEMV (:mod:`mnnjit.backends.cpu.gemm.gemv`) against numpy (``matmul_ex``'s reference):
 either operand constant, transpose flags, 1-D and 2-D activations of 1-4 rows, bias shapes,
 relu/relu6, float16 storage, the parallel split; which matmuls it declines; and MobileNetV2's
 classifier as a kernel step inside the executor."""
@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 pytest.importorskip("numba")
-from mnnjit.backends.cpu import gemv as G  # noqa: E402
+from mnnjit.backends.cpu.gemm import gemv as G  # noqa: E402
 from mnnjit.backends.cpu.fp16 import to_f16, to_f32  # noqa: E402
 from mnnjit.ops import registry  # noqa: E402
 

@@ -1,4 +1,4 @@
-"""Kernel launches bound to fixed arrays (:mod:`mnnjit.backends.cpu.launch`): the same results as
+"""Kernel launches bound to fixed arrays (:mod:`mnnjit.backends.cpu.runtime.launch`): the same results as
 the kernel classes' ``run`` on every call, the compiled entry point after the first call, the
 dispatcher as the fallback, and plan steps bound this way inside the executor."""
 from __future__ import annotations
@@ -11,11 +11,11 @@ from hypothesis import strategies as st
 pytest.importorskip("numba")
 from numba import njit  # noqa: E402
 
-from mnnjit.backends.cpu import gemv as G  # noqa: E402
-from mnnjit.backends.cpu.conv_gemm import ConvGemm, PackedWeights  # noqa: E402
-from mnnjit.backends.cpu.depthwise import Depthwise  # noqa: E402
-from mnnjit.backends.cpu.expand_dw import ExpandDepthwise  # noqa: E402
-from mnnjit.backends.cpu.launch import bind_launch, entry_point  # noqa: E402
+from mnnjit.backends.cpu.gemm import gemv as G  # noqa: E402
+from mnnjit.backends.cpu.gemm.conv import ConvGemm, PackedWeights  # noqa: E402
+from mnnjit.backends.cpu.depthwise.planes import Depthwise  # noqa: E402
+from mnnjit.backends.cpu.depthwise.expand_dw import ExpandDepthwise  # noqa: E402
+from mnnjit.backends.cpu.runtime.launch import bind_launch, entry_point  # noqa: E402
 
 SETTINGS = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -118,7 +118,7 @@ def test_mobilenet_steps_run_bound_and_match_real_mnn(shared_dir):
 def test_bound_winograd_matches_the_call(m, residual):
     """``winograd_conv3x3(launch_only=True)`` checks its arguments and returns the launch that,
     bound, computes what the call computes."""
-    from mnnjit.backends.cpu import winograd as W
+    from mnnjit.backends.cpu.gemm import winograd as W
     rng = np.random.default_rng(m)
     x = rng.standard_normal((1, 5, 13, 11)).astype(np.float32)
     wt = W.winograd_weights(rng.standard_normal((7, 5, 3, 3)).astype(np.float32), m)

@@ -7,7 +7,7 @@ from hypothesis import assume, given, settings, strategies as st
 
 from precision_refs import act_ref, conv_ref, pool_ref
 
-K = pytest.importorskip("mnnjit.backends.cpu.fp16_kernels")
+K = pytest.importorskip("mnnjit.backends.cpu.cnn_steps")
 
 DTYPES = [np.float32, np.float16]
 

@@ -126,7 +126,7 @@ def test_nn_module_runs_modes(shared_dir, mode):
     float copies kept) under memory=low."""
     import mnnjit.expr as F
     import mnnjit.nn as nn
-    from mnnjit.backends.cpu.net_exec import NetPlan
+    from mnnjit.backends.cpu.kernel_steps import NetPlan
     name = "mobilenetv2_wq8"
     path = str(shared_dir / "models" / f"{name}.mnn")
     data = np.load(shared_dir / "models" / f"{name}.npz")

@@ -7,7 +7,7 @@ import pytest
 from precision_refs import conv_ref
 
 Q = pytest.importorskip("mnnjit.backends.cpu.quant")
-K = pytest.importorskip("mnnjit.backends.cpu.fp16_kernels")
+K = pytest.importorskip("mnnjit.backends.cpu.cnn_steps")
 from mnnjit.format import quantized_weight, read_net  # noqa: E402
 
 

@@ -1,4 +1,4 @@
-"""Winograd 3x3 convolution (backends/cpu/winograd.py) against the numpy reference
+"""Winograd 3x3 convolution (backends/cpu/gemm/winograd.py) against the numpy reference
 ``mnnjit.ops.nn_conv.conv2d_ref`` (activation applied in float64 by ``precision_refs.act_ref``:
 the reference conv fuses only relu/relu6).
 
@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-wg = pytest.importorskip("mnnjit.backends.cpu.winograd")
+wg = pytest.importorskip("mnnjit.backends.cpu.gemm.winograd")
 from mnnjit.ops.nn_conv import conv2d_ref  # noqa: E402
 from precision_refs import act_ref  # noqa: E402
 

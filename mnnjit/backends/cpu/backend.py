@@ -13,8 +13,10 @@ from typing import Any, Sequence
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
-from ..base import Backend
-from . import codegen, jit, kernels
+from mnnjit.backends.base import Backend
+from mnnjit.backends.cpu.codegen import groups as codegen
+from mnnjit.backends.cpu.runtime import jit
+from mnnjit.backends.cpu.handwritten import registry as kernels
 
 
 def _readonly_flat(arr: np.ndarray) -> tuple[np.ndarray, int]:
@@ -131,7 +133,7 @@ class CPUBackend(Backend):
 
     def run_group(self, group: Any, inputs: Sequence[np.ndarray], out: np.ndarray) -> np.ndarray:
         if group.producer is not None:  # a fused resize (compiler/producers.py)
-            from .resize_group import resize_leaf, run_resize_group
+            from mnnjit.backends.cpu.codegen.resize_groups import resize_leaf, run_resize_group
             res = run_resize_group(group, list(inputs), out)
             if res is not None:
                 return res

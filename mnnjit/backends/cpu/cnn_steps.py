@@ -21,12 +21,12 @@ import math
 from typing import Optional, Sequence, Tuple
 
 import numpy as np
-from . import numba_setup  # noqa: F401  (first: OpenMP policy, cross-process compile lock)
+from mnnjit.backends.cpu.runtime import numba_setup  # noqa: F401  (first: OpenMP policy, cross-process compile lock)
 from numba import njit, prange
 
-from .fp16 import load, store
-from .intrinsics import fast_expf
-from .quant import QuantRows, as_weight_source
+from mnnjit.backends.cpu.fp16 import load, store
+from mnnjit.backends.cpu.runtime.intrinsics import fast_expf
+from mnnjit.backends.cpu.quant import QuantRows, as_weight_source
 
 __all__ = ["ACTIVATIONS", "activation", "add", "conv2d", "depthwise_conv2d", "pool2d",
            "global_avg_pool", "storage_view", "new_like"]
@@ -297,7 +297,7 @@ def conv2d(x: np.ndarray, weight, bias: Optional[np.ndarray], kernel: Tuple[int,
     ``weight`` is a weight source (:class:`.quant.DenseRows`, :class:`.quant.HalfRows`,
     :class:`.quant.QuantRows`) or a float32/float16 ``[O, C/group*kh*kw]`` array;
     ``pads`` = (top, bottom, left, right)."""
-    from .conv_gemm import ConvGemm, PackedWeights, pack_grouped
+    from mnnjit.backends.cpu.gemm.conv import ConvGemm, PackedWeights, pack_grouped
     src = as_weight_source(weight)
     if x.ndim != 4:
         raise ValueError(f"conv2d: input must be NCHW (4-D), got shape {x.shape}")
@@ -320,7 +320,7 @@ def depthwise_conv2d(x: np.ndarray, weight: np.ndarray, bias: Optional[np.ndarra
                      dilation=(1, 1), act: str = "") -> np.ndarray:
     """Depthwise 2-D convolution (group == C == O), NCHW; ``weight`` float32 ``[C, kh*kw]``
     (any shape with C*kh*kw elements); output storage = input storage (:mod:`.depthwise`)."""
-    from .depthwise import depthwise_conv2d as dw
+    from mnnjit.backends.cpu.depthwise.planes import depthwise_conv2d as dw
     return dw(x, weight, bias, kernel, stride, pads, dilation, act)
 
 

@@ -16,7 +16,7 @@ This module imports numba: import it lazily (never from ``import mnnjit``).
 """
 from __future__ import annotations
 
-from . import numba_setup  # noqa: F401  (first: OpenMP policy, cross-process compile lock)
+from mnnjit.backends.cpu.runtime import numba_setup  # noqa: F401  (first: OpenMP policy, cross-process compile lock)
 import numpy as np  # noqa: E402
 from llvmlite import ir  # noqa: E402
 from numba import njit, prange, types  # noqa: E402

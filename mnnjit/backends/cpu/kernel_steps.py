@@ -38,22 +38,22 @@ from __future__ import annotations
 from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
-from . import numba_setup  # noqa: F401  (first: OpenMP policy, cross-process compile lock)
+from mnnjit.backends.cpu.runtime import numba_setup  # noqa: F401  (first: OpenMP policy, cross-process compile lock)
 from numba import get_num_threads
 
-from ...graph import Node, topo_order
-from ...models.netcheck import conv_params
-from ...ops import registry
-from . import fp16_kernels as K
-from . import kernels as hand_kernels
-from ._blas import single_threaded_blas
-from .conv_gemm import ConvGemm, PackedWeights, pack_grouped
-from .depthwise import Depthwise
-from .dw_pointwise import DepthwisePointwise, fusable, pre_fits
-from .expand_dw import FUSABLE_PATHS, ExpandDepthwise
-from .fp16 import to_f16, to_f32
-from .launch import bind_launch
-from .pool import max_pool2d
+from mnnjit.graph import Node, topo_order
+from mnnjit.models.netcheck import conv_params
+from mnnjit.ops import registry
+from mnnjit.backends.cpu import cnn_steps as K
+from mnnjit.backends.cpu.handwritten import registry as hand_kernels
+from mnnjit.backends.cpu.runtime.blas import single_threaded_blas
+from mnnjit.backends.cpu.gemm.conv import ConvGemm, PackedWeights, pack_grouped
+from mnnjit.backends.cpu.depthwise.planes import Depthwise
+from mnnjit.backends.cpu.depthwise.dw_pointwise import DepthwisePointwise, fusable, pre_fits
+from mnnjit.backends.cpu.depthwise.expand_dw import FUSABLE_PATHS, ExpandDepthwise
+from mnnjit.backends.cpu.fp16 import to_f16, to_f32
+from mnnjit.backends.cpu.runtime.launch import bind_launch
+from mnnjit.backends.cpu.pool import max_pool2d
 
 __all__ = ["NetPlan"]
 
@@ -138,7 +138,7 @@ class NetPlan:
     def _weights(self, w: Any, shape: Tuple[int, ...], group: int) -> PackedWeights:
         O, cg, kh, kw = shape
         if not isinstance(w, np.ndarray) and w.quantized and self.keep_quantized and group == 1:
-            from .quant import QuantRows
+            from mnnjit.backends.cpu.quant import QuantRows
             return PackedWeights.from_quant_rows(
                 QuantRows.from_quantized(w._quant, (O, cg * kh * kw)))
         dense = w if isinstance(w, np.ndarray) else w.dense()
@@ -242,7 +242,7 @@ class NetPlan:
         :data:`.gemv.MAX_ROWS` rows on the other (a classifier) -> a :class:`.gemv.Gemv` step;
         its constant leaves the plan's values when only this step reads it. Quantized
         constants (memory=low) and other matmuls stay reference steps."""
-        from .gemv import matmul_gemv
+        from mnnjit.backends.cpu.gemm.gemv import matmul_gemv
         ins = n.inputs
         if len(ins) not in (2, 3):
             return None
@@ -662,7 +662,7 @@ class _Winograd:
     transformed once; ``run`` takes the executor's storage arrays."""
 
     def __init__(self, w: np.ndarray, bias: Optional[np.ndarray], pads, act: str, m: int) -> None:
-        from . import winograd
+        from mnnjit.backends.cpu.gemm import winograd
         self._conv = winograd.winograd_conv3x3
         self.wt = winograd.winograd_weights(np.asarray(w, np.float32), m)
         self.bias = None if bias is None else np.array(bias, np.float32).reshape(-1)
@@ -677,7 +677,7 @@ class _Winograd:
 
     def workspace_floats(self, in_shape: Tuple[int, ...], threads: int) -> int:
         """float32 values of workspace a call on ``in_shape`` takes at ``threads`` threads."""
-        from . import winograd
+        from mnnjit.backends.cpu.gemm import winograd
         return winograd.workspace_floats(in_shape, self.wt, self.pads, threads)
 
     def launch(self, x: np.ndarray, out: np.ndarray, res: Optional[np.ndarray] = None):
@@ -710,7 +710,7 @@ def _winograd(w, bias, shape, in_shape, attrs, group, threads, keep_quantized):
         return None
     if keep_quantized and not isinstance(w, np.ndarray) and w.quantized:
         return None
-    from . import winograd
+    from mnnjit.backends.cpu.gemm import winograd
     N, C, H, W = in_shape
     oh = H + attrs["pads"][0] + attrs["pads"][1] - 2
     ow = W + attrs["pads"][2] + attrs["pads"][3] - 2

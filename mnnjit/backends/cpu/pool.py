@@ -13,10 +13,10 @@ This module imports numba: import it lazily.
 from __future__ import annotations
 
 import numpy as np
-from . import numba_setup  # noqa: F401  (first: OpenMP policy, cross-process compile lock)
+from mnnjit.backends.cpu.runtime import numba_setup  # noqa: F401  (first: OpenMP policy, cross-process compile lock)
 from numba import get_num_threads, njit, prange
 
-from .fp16 import load, store
+from mnnjit.backends.cpu.fp16 import load, store
 
 __all__ = ["max_pool2d"]
 

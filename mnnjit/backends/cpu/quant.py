@@ -24,7 +24,7 @@ from __future__ import annotations
 from typing import Tuple
 
 import numpy as np
-from . import numba_setup  # noqa: F401  (first: OpenMP policy, cross-process compile lock)
+from mnnjit.backends.cpu.runtime import numba_setup  # noqa: F401  (first: OpenMP policy, cross-process compile lock)
 from numba import njit, prange
 
 
@@ -78,7 +78,7 @@ class HalfRows:
 
     def dense(self) -> np.ndarray:
         """The weights widened to float32 (a new array)."""
-        from .fp16 import to_f32
+        from mnnjit.backends.cpu.fp16 import to_f32
         return to_f32(self.w16)
 
 
@@ -218,7 +218,7 @@ def _k_qgemm_narrow(codes, scale, offset, bs, b, out):
 
 def _gemm(src, b: np.ndarray) -> np.ndarray:
     """``W @ b`` for a [K, N] float32 ``b`` as a 1x1 convolution over [1, K, N, 1]."""
-    from .fp16_kernels import conv2d
+    from mnnjit.backends.cpu.cnn_steps import conv2d
     b = np.ascontiguousarray(b, np.float32)
     if b.ndim != 2 or b.shape[0] != src.shape[1]:
         raise ValueError(f"matmul: weight is {list(src.shape)}, operand {list(b.shape)}")

@@ -20,12 +20,11 @@ not a compute type (float16, computed in float32 through ``fpext``/``fptrunc``) 
 from __future__ import annotations
 
 import ast
-import builtins
 from dataclasses import dataclass
 from functools import lru_cache
 
-from ...compiler.fusion import GroupSpec
-from ...ops import registry
+from mnnjit.backends.ir import GroupSpec
+from mnnjit.ops import registry
 
 CODEGEN_VERSION = 14  # bump when generated code or intrinsics.py change (kernel cache directory)
 
@@ -75,16 +74,7 @@ CODECS: dict[str, Codec] = {
     "int8": Codec("int8", "int8"),
 }
 
-#: Names a scalar template may use that are not op attributes.
-_KNOWN = {"a", "b", "c", "acc", "math", "np"} | set(dir(builtins))
-
-
-@lru_cache(maxsize=None)
-def template_attrs(op: str) -> tuple[str, ...]:
-    """The attribute names an op's scalar template refers to."""
-    tpl = registry.get(op).scalar
-    names = {n.id for n in ast.walk(ast.parse(tpl, mode="eval")) if isinstance(n, ast.Name)}
-    return tuple(sorted(names - _KNOWN))
+template_attrs = registry.template_attrs
 
 
 @lru_cache(maxsize=None)
@@ -151,7 +141,7 @@ import math
 import numpy as np
 import numba
 from numba import prange
-from mnnjit.backends.cpu.intrinsics import fast_expf, f32_order_key, f32_from_order_key
+from mnnjit.backends.cpu.runtime.intrinsics import fast_expf, f32_order_key, f32_from_order_key
 from mnnjit.backends.cpu.fp16 import f16_to_f32, f32_to_f16
 
 '''

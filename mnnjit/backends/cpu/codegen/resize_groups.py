@@ -11,17 +11,17 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...compiler.fusion import GroupSpec
-from . import jit
-from .codegen import CODECS, CODEGEN_VERSION, _body_exprs, _param_list
+from mnnjit.backends.ir import GroupSpec
+from mnnjit.backends.cpu.runtime import jit
+from mnnjit.backends.cpu.codegen.groups import CODECS, CODEGEN_VERSION, _body_exprs, _param_list
 
 _HEADER = '''# mnnjit generated kernel (codegen v{version}, resize producer); key:
 # {key}
 import numpy as np
 import numba
-from mnnjit.backends.cpu.intrinsics import fast_expf, f32_order_key, f32_from_order_key
+from mnnjit.backends.cpu.runtime.intrinsics import fast_expf, f32_order_key, f32_from_order_key
 from mnnjit.backends.cpu.fp16 import f16_to_f32, f32_to_f16
-from mnnjit.backends.cpu.cv_kernels import _resize_rows_c3
+from mnnjit.backends.cpu.image.kernels import _resize_rows_c3
 
 '''
 
@@ -65,7 +65,7 @@ def gen_resize_group(spec: GroupSpec, modes: tuple, leaf: int, flip: bool, cache
 
 def run_resize_group(g, inputs: list[np.ndarray], out: np.ndarray) -> np.ndarray | None:
     """Run group ``g`` (with ``g.producer``) fused with its resize; None when the layout is not covered."""
-    from .cv_kernels import _pixel_taps, _taps
+    from mnnjit.backends.cpu.image.kernels import _pixel_taps, _taps
     prod = g.producer
     x = inputs[prod.leaf]
     if x.dtype != np.uint8 or x.ndim != 3 or x.shape[2] != 3 or x.shape[1] < 2 or out.dtype == np.float16:
@@ -98,12 +98,12 @@ def run_resize_group(g, inputs: list[np.ndarray], out: np.ndarray) -> np.ndarray
 
 def resize_leaf(g, x: np.ndarray) -> np.ndarray:
     """The value leaf ``g.producer.leaf`` stands for: the resize of ``x`` (channel-flipped if fused so)."""
-    from ...ops import registry
-    from . import kernels
+    from mnnjit.ops import registry
+    from mnnjit.backends.cpu.handwritten import registry as kernels
     prod = g.producer
     attrs = {"size": prod.size, "interp": prod.interp, "scale": prod.scale}
     kernels.load_kernel_modules()
-    from .kernels_cv import resize_image
+    from mnnjit.backends.cpu.handwritten.image_ops import resize_image
     y = resize_image([x], attrs) if x.dtype in (np.uint8, np.float32) else registry.get("resize_image").ref([x], attrs)
     return y[..., ::-1] if prod.flip else y
 

@@ -26,9 +26,9 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from .codegen import CODEGEN_VERSION, _FAST, instantiate
-from .launch import entry_point
-from ...ops import registry
+from mnnjit.backends.cpu.codegen.groups import CODEGEN_VERSION, _FAST, instantiate
+from mnnjit.backends.cpu.runtime.launch import entry_point
+from mnnjit.ops import registry
 
 F32 = np.dtype(np.float32)
 
@@ -276,7 +276,7 @@ def _elementwise(w: _Writer, node: Any, ins: tuple, out: int) -> None:
     opdef = registry.get(op)
     if opdef.scalar is None or op in _ELEMENTWISE_SKIP or not all(_f32(i) for i in node.inputs):
         raise _Unsupported(op)
-    from .codegen import template_attrs
+    from mnnjit.backends.cpu.codegen.groups import template_attrs
     params = {name: _literal(node.attrs[name]) for name in template_attrs(op)}
     shape = [int(d) for d in node.shape]
     names = [w.value(s) for s in ins]
@@ -338,7 +338,7 @@ _HEADER = '''# mnnjit generated plan kernel (codegen v{version}, plan kernel v{p
 import math
 import numpy as np
 import numba
-from mnnjit.backends.cpu.intrinsics import borrow, dot_f32, fast_expf
+from mnnjit.backends.cpu.runtime.intrinsics import borrow, dot_f32, fast_expf
 
 
 @numba.njit(cache=True, error_model="numpy", nogil=True, boundscheck=False)
@@ -418,7 +418,7 @@ def compile_plan(steps: list, init: list, feed_slots: list, out_slots: list, ord
     if made is None:
         return None
     source, blob = made
-    from . import jit
+    from mnnjit.backends.cpu.runtime import jit
     try:
         kernel = jit.get_kernel("plan " + source, lambda: source)
     except Exception:  # noqa: BLE001 - a kernel that cannot be built leaves the plan on numpy

@@ -28,15 +28,15 @@ import math
 from typing import Callable, Optional, Tuple
 
 import numpy as np
-from . import numba_setup  # noqa: F401  (first: OpenMP policy, cross-process compile lock)
+from mnnjit.backends.cpu.runtime import numba_setup  # noqa: F401  (first: OpenMP policy, cross-process compile lock)
 from numba import get_num_threads, njit, prange
 
-from .conv_gemm import ConvGemm, _aligned_rows, _im2col, _one_tile, _pack_tail, _tile
-from .depthwise import Depthwise
-from .depthwise_flat import _edge_masks, _s1_rows
-from .fp16 import load
-from .fp16_kernels import _keep_alive
-from .gemm_tile import MR, NR
+from mnnjit.backends.cpu.gemm.conv import ConvGemm, _aligned_rows, _im2col, _one_tile, _pack_tail, _tile
+from mnnjit.backends.cpu.depthwise.planes import Depthwise
+from mnnjit.backends.cpu.depthwise.flat import _edge_masks, _s1_rows
+from mnnjit.backends.cpu.fp16 import load
+from mnnjit.backends.cpu.cnn_steps import _keep_alive
+from mnnjit.backends.cpu.gemm.tile import MR, NR
 
 __all__ = ["DepthwisePointwise", "band_rows", "fusable", "pre_fits"]
 

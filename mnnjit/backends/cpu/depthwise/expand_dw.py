@@ -20,19 +20,19 @@ from __future__ import annotations
 from typing import Callable, Optional, Tuple
 
 import numpy as np
-from . import numba_setup  # noqa: F401  (first: OpenMP policy, cross-process compile lock)
+from mnnjit.backends.cpu.runtime import numba_setup  # noqa: F401  (first: OpenMP policy, cross-process compile lock)
 from numba import get_num_threads, njit, prange
 
-from .conv_gemm import (ConvGemm, _aligned_rows, _copy_block, _deq_panels, _finish_act, _pack_tail,
+from mnnjit.backends.cpu.gemm.conv import (ConvGemm, _aligned_rows, _copy_block, _deq_panels, _finish_act, _pack_tail,
                         _tail_block, _tile)
-from .depthwise import Depthwise
-from .depthwise_flat import (_BAND, _S2_HALVES_MAX_W, _S2_SLACK, _dw3_plane_s1,
+from mnnjit.backends.cpu.depthwise.planes import Depthwise
+from mnnjit.backends.cpu.depthwise.flat import (_BAND, _S2_HALVES_MAX_W, _S2_SLACK, _dw3_plane_s1,
                              _dw3_plane_s1_banded, _dw3_plane_s2, _dw3_plane_s2_banded,
                              _edge_masks, _flat_s1_scratch, _flat_s2_scratch,
                              _s2_quarter_bands, _split_row_f32)
-from .fp16_kernels import _keep_alive
-from .gemm_tile import MR, NR
-from .intrinsics import borrow
+from mnnjit.backends.cpu.cnn_steps import _keep_alive
+from mnnjit.backends.cpu.gemm.tile import MR, NR
+from mnnjit.backends.cpu.runtime.intrinsics import borrow
 
 __all__ = ["ExpandDepthwise"]
 

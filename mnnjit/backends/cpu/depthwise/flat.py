@@ -27,13 +27,13 @@ from __future__ import annotations
 from typing import Callable, Sequence
 
 import numpy as np
-from . import numba_setup  # noqa: F401  (first: OpenMP policy, cross-process compile lock)
+from mnnjit.backends.cpu.runtime import numba_setup  # noqa: F401  (first: OpenMP policy, cross-process compile lock)
 from numba import njit, prange, types
 from numba.extending import overload
 
-from .fp16 import load
-from .intrinsics import deinterleave8_f32
-from .fp16_kernels import _store_act, _store_rows_act
+from mnnjit.backends.cpu.fp16 import load
+from mnnjit.backends.cpu.runtime.intrinsics import deinterleave8_f32
+from mnnjit.backends.cpu.cnn_steps import _store_act, _store_rows_act
 
 __all__ = ["choose_path", "s1_banded", "s2_banded", "flat_kernel"]
 

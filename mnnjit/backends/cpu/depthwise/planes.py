@@ -14,12 +14,12 @@ from __future__ import annotations
 from typing import Callable, Optional, Tuple
 
 import numpy as np
-from . import numba_setup  # noqa: F401  (first: OpenMP policy, cross-process compile lock)
+from mnnjit.backends.cpu.runtime import numba_setup  # noqa: F401  (first: OpenMP policy, cross-process compile lock)
 from numba import get_num_threads, njit, prange
 
-from .depthwise_flat import choose_path, flat_kernel
-from .fp16 import load
-from .fp16_kernels import _act_code, _conv_out_hw, _store_act, _writable, storage_view
+from mnnjit.backends.cpu.depthwise.flat import choose_path, flat_kernel
+from mnnjit.backends.cpu.fp16 import load
+from mnnjit.backends.cpu.cnn_steps import _act_code, _conv_out_hw, _store_act, _writable, storage_view
 
 __all__ = ["Depthwise", "depthwise_conv2d"]
 

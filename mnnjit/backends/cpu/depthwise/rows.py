@@ -7,7 +7,7 @@ and is compiled with ``cache=True`` so later processes load it from Numba's on-d
 """
 from __future__ import annotations
 
-from . import numba_setup  # noqa: F401  (first: OpenMP policy, cross-process compile lock)
+from mnnjit.backends.cpu.runtime import numba_setup  # noqa: F401  (first: OpenMP policy, cross-process compile lock)
 import numba as nb
 import numpy as np
 

@@ -24,14 +24,14 @@ from __future__ import annotations
 from typing import Callable, Optional, Sequence, Tuple
 
 import numpy as np
-from . import numba_setup  # noqa: F401  (first: OpenMP policy, cross-process compile lock)
+from mnnjit.backends.cpu.runtime import numba_setup  # noqa: F401  (first: OpenMP policy, cross-process compile lock)
 from numba import get_num_threads, njit, prange, types
 from numba.extending import overload
 
-from .fp16 import load, store
-from .gemm_tile import (MR, NR, col_f16, col_f32, tile8_f16, tile8_f32, tile16r2_f16, tile16r2_f32,
+from mnnjit.backends.cpu.fp16 import load, store
+from mnnjit.backends.cpu.gemm.tile import (MR, NR, col_f16, col_f32, tile8_f16, tile8_f32, tile16r2_f16, tile16r2_f32,
                         tile16r4_f16, tile16r4_f32, tile_f16, tile_f32, tile_pfb_f16, tile_pfb_f32)
-from .fp16_kernels import _act_code, _conv_out_hw, _keep_alive, act_inplace
+from mnnjit.backends.cpu.cnn_steps import _act_code, _conv_out_hw, _keep_alive, act_inplace
 
 __all__ = ["PackedWeights", "ConvGemm", "gemm_panels", "pack_grouped", "MR", "NR"]
 

@@ -20,11 +20,11 @@ from __future__ import annotations
 from typing import Callable, Optional, Tuple
 
 import numpy as np
-from . import numba_setup  # noqa: F401  (first: OpenMP policy, cross-process compile lock)
+from mnnjit.backends.cpu.runtime import numba_setup  # noqa: F401  (first: OpenMP policy, cross-process compile lock)
 from numba import njit, prange
 
-from .fp16 import load
-from .intrinsics import borrow
+from mnnjit.backends.cpu.fp16 import load
+from mnnjit.backends.cpu.runtime.intrinsics import borrow
 
 __all__ = ["Gemv", "MAX_ROWS", "fc_operands", "gemv", "matmul_gemv", "weights_nk"]
 

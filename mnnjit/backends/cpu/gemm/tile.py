@@ -29,7 +29,7 @@ This module imports numba: import it lazily.
 from __future__ import annotations
 
 from llvmlite import ir
-from . import numba_setup  # noqa: F401  (first: OpenMP policy, cross-process compile lock)
+from mnnjit.backends.cpu.runtime import numba_setup  # noqa: F401  (first: OpenMP policy, cross-process compile lock)
 from numba import types
 from numba.extending import intrinsic
 

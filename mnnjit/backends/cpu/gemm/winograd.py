@@ -32,12 +32,12 @@ from fractions import Fraction
 from typing import List, Optional, Sequence, Tuple
 
 import numpy as np
-from . import numba_setup  # noqa: F401  (first: OpenMP policy, cross-process compile lock)
+from mnnjit.backends.cpu.runtime import numba_setup  # noqa: F401  (first: OpenMP policy, cross-process compile lock)
 from numba import get_num_threads, njit, prange
 
-from .conv_gemm import MR, NR, PackedWeights, gemm_panels, line_offset
-from .fp16 import load
-from .fp16_kernels import _act_code, _keep_alive, _store_act, _writable, storage_view
+from mnnjit.backends.cpu.gemm.conv import MR, NR, PackedWeights, gemm_panels, line_offset
+from mnnjit.backends.cpu.fp16 import load
+from mnnjit.backends.cpu.cnn_steps import _act_code, _keep_alive, _store_act, _writable, storage_view
 
 __all__ = ["WinogradWeights", "transform_matrices", "winograd_weights", "winograd_conv3x3",
            "workspace_floats", "choose", "POINTS"]

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...ops import registry
-from ...ops.image_color import FAST_CODES
-from ...ops.image_color import FWD3
-from ...ops.image_geometry import (CV_BORDER_CONSTANT, CV_BORDER_REPLICATE, INTER_LINEAR, INTER_LINEAR_EXACT,
+from mnnjit.ops import registry
+from mnnjit.ops.image_color import FAST_CODES
+from mnnjit.ops.image_color import FWD3
+from mnnjit.ops.image_geometry import (CV_BORDER_CONSTANT, CV_BORDER_REPLICATE, INTER_LINEAR, INTER_LINEAR_EXACT,
                                    resize_area_int, resize_plan)
-from .kernels import cpu_kernel
+from mnnjit.backends.cpu.handwritten.registry import cpu_kernel
 
 
 class _LazyKernels:
@@ -22,7 +22,7 @@ class _LazyKernels:
     every compiled model plan does) then does not build the image ops' Numba dispatchers."""
 
     def __getattr__(self, name: str):
-        from . import cv_kernels
+        from mnnjit.backends.cpu.image import kernels as cv_kernels
         return getattr(cv_kernels, name)
 
 

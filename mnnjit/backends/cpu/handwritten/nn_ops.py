@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...ops import nn_conv, nn_misc, nn_pool, nn_resize
-from . import nn_kernels
-from .kernels import cpu_kernel
+from mnnjit.ops import nn_conv, nn_misc, nn_pool, nn_resize
+from mnnjit.backends.cpu.depthwise import rows as nn_kernels
+from mnnjit.backends.cpu.handwritten.registry import cpu_kernel
 
 
 @cpu_kernel("conv2d", min_size=4096, dtypes=[np.float32])

@@ -4,10 +4,10 @@ A hand-written kernel replaces an op's numpy ``ref`` on the compiled path. It ha
 convention as ``ref``: ``fn(inputs: list[np.ndarray], attrs: dict) -> np.ndarray`` (a tuple of arrays
 for multi-output ops) and must produce the same values (same shape, same dtype) as ``ref``::
 
-    # mnnjit/backends/cpu/kernels_cv.py   (any module named kernels_*.py in this package)
+    # mnnjit/backends/cpu/handwritten/image_ops.py   (any module named *_ops.py in this package)
     import numba
     import numpy as np
-    from .kernels import cpu_kernel
+    from mnnjit.backends.cpu.handwritten.registry import cpu_kernel
 
     @numba.njit(parallel=True, cache=True)
     def _blur_rows(src, out): ...
@@ -78,14 +78,14 @@ def cpu_kernel(op: str, *, min_size: int = 0, dtypes: Iterable | None = None) ->
 
 
 def load_kernel_modules() -> None:
-    """Import every ``kernels_*.py`` module of this package (once)."""
+    """Import every ``*_ops.py`` module of this package (once)."""
     global _loaded
     if _loaded:
         return
     _loaded = True
-    from . import __path__ as pkg_path
+    from mnnjit.backends.cpu.handwritten import __path__ as pkg_path
     for info in pkgutil.iter_modules(pkg_path):
-        if info.name.startswith("kernels_"):
+        if info.name.endswith("_ops"):
             importlib.import_module(f"{__package__}.{info.name}")
 
 

@@ -15,15 +15,15 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from . import numba_setup  # noqa: F401  (first: OpenMP policy, cross-process compile lock)
+from mnnjit.backends.cpu.runtime import numba_setup  # noqa: F401  (first: OpenMP policy, cross-process compile lock)
 import numba as nb
 import numpy as np
 from llvmlite import ir
 from numba import types
 from numba.extending import intrinsic
 
-from ...ops.image_color import GRAY_B, GRAY_G, GRAY_R, GRAY_SHIFT
-from ...ops.image_geometry import CV_BORDER_CONSTANT, CV_BORDER_REPLICATE, linear_taps, INTER_LINEAR
+from mnnjit.ops.image_color import GRAY_B, GRAY_G, GRAY_R, GRAY_SHIFT
+from mnnjit.ops.image_geometry import CV_BORDER_CONSTANT, CV_BORDER_REPLICATE, linear_taps, INTER_LINEAR
 
 _SERIAL = dict(cache=True, nogil=True, boundscheck=False, error_model="numpy")
 
@@ -684,7 +684,7 @@ def _gray2bgr_rows(src, out, y0, y1):
 
 def cvt_color(x: np.ndarray, code: int) -> np.ndarray:
     """uint8 channel swaps, BGR->gray (14-bit fixed point) and gray->BGR(A)."""
-    from ...ops.image_color import GRAY_FROM, GRAY_TO, SWAP
+    from mnnjit.ops.image_color import GRAY_FROM, GRAY_TO, SWAP
     x = np.ascontiguousarray(x)
     h, w = x.shape[:2]
     chunks = n_chunks_if_idle(x.size, 1 << 20)  # memory-bound passes
@@ -800,8 +800,8 @@ def sep_filter_u8(x: np.ndarray, kx, ky, anchor, border: int, delta: float, dtyp
                   fixed: bool = False) -> np.ndarray:
     """Separable correlation of uint8 HWC data: row blocks, contiguous inner loops; ``fixed`` uses 8-bit
     fixed-point taps (exact integer sums in float32, OpenCV's GaussianBlur rounding), else float32 taps."""
-    from ...ops.image_filter import fixed_taps
-    from ...ops.image_geometry import border_index
+    from mnnjit.ops.image_filter import fixed_taps
+    from mnnjit.ops.image_geometry import border_index
     h, w, c = x.shape
     ax, ay = anchor
     qx, qy = (fixed_taps(kx), fixed_taps(ky)) if fixed else (None, None)
@@ -984,7 +984,7 @@ def _filter2d_rows(src, xidx, lead, yidx, kern, c, delta, u8out, out, y0, y1):
 
 def filter2d(x: np.ndarray, kernel, anchor, border: int, delta: float, dtype: np.dtype) -> np.ndarray:
     """2-D correlation of uint8/float32 HWC data (float32 accumulation)."""
-    from ...ops.image_geometry import border_index
+    from mnnjit.ops.image_geometry import border_index
     h, w, c = x.shape
     k = np.asarray(kernel, np.float32)
     kh, kw = k.shape
@@ -1037,7 +1037,7 @@ def _morph_rows(src, xidx, lead, yidx, mask, c, erode, fill, out, y0, y1):
 def morphology(x: np.ndarray, kernel, anchor, op: str, iterations: int, border: int, value) -> np.ndarray:
     """erode / dilate of HWC data with a 0/1 structuring element (BORDER_CONSTANT pads with ``value`` or the
     neutral element)."""
-    from ...ops.image_geometry import CV_BORDER_CONSTANT, border_index
+    from mnnjit.ops.image_geometry import CV_BORDER_CONSTANT, border_index
     h, w, c = x.shape
     mask = np.asarray(kernel) != 0
     kh, kw = mask.shape
@@ -1243,7 +1243,7 @@ def _flat_w(w: np.ndarray, c: int, dtype) -> np.ndarray:
 
 def resize_general(x: np.ndarray, oh: int, ow: int, interp: int, sy: float, sx: float) -> np.ndarray | None:
     """Cubic / Lanczos / area resizes (uint8 integer taps or float32 taps); None for plans without a kernel."""
-    from ...ops.image_geometry import resize_plan
+    from mnnjit.ops.image_geometry import resize_plan
     h, w, c = x.shape
     plan = resize_plan(h, w, oh, ow, interp, sy, sx, x.dtype)
     src = np.ascontiguousarray(x).reshape(h, w * c)
@@ -1333,7 +1333,7 @@ def _hsv_rows(src, bidx, hrange, sdiv, hdiv, out, y0, y1):
 
 def bgr_to_hsv(x: np.ndarray, bidx: int, full: bool) -> np.ndarray:
     """OpenCV's table-based uint8 RGB->HSV (12-bit fixed point)."""
-    from ...ops.image_color import _hsv_tables
+    from mnnjit.ops.image_color import _hsv_tables
     hrange = 256 if full else 180
     sdiv, hdiv = _hsv_tables(hrange)
     h, w, _ = x.shape

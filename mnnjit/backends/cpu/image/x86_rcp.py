@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import platform
 
-from . import numba_setup  # noqa: F401  (first: OpenMP policy, cross-process compile lock)
+from mnnjit.backends.cpu.runtime import numba_setup  # noqa: F401  (first: OpenMP policy, cross-process compile lock)
 import numpy as np  # noqa: E402
 from llvmlite import ir  # noqa: E402
 from numba import njit, types  # noqa: E402

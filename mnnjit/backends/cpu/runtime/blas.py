@@ -19,7 +19,7 @@ from typing import Optional, Tuple
 
 import numpy as np
 from llvmlite import binding as llb
-from . import numba_setup  # noqa: F401  (first: OpenMP policy, cross-process compile lock)
+from mnnjit.backends.cpu.runtime import numba_setup  # noqa: F401  (first: OpenMP policy, cross-process compile lock)
 from numba.core import types
 
 __all__ = ["sgemm", "single_threaded_blas", "SGEMM_SYMBOL"]

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 from llvmlite import ir
-from . import numba_setup  # noqa: F401  (first: OpenMP policy, cross-process compile lock)
+from mnnjit.backends.cpu.runtime import numba_setup  # noqa: F401  (first: OpenMP policy, cross-process compile lock)
 from numba import njit, types
 from numba.extending import intrinsic
 

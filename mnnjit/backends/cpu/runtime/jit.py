@@ -21,8 +21,8 @@ import threading
 from pathlib import Path
 from typing import Callable
 
-from ...compiler import config
-from .codegen import CODEGEN_VERSION
+from mnnjit import settings as config
+from mnnjit.backends.cpu.codegen.groups import CODEGEN_VERSION
 
 _lock = threading.RLock()
 _memory: dict[str, Callable] = {}
@@ -35,7 +35,7 @@ def numba_module():
     """Import numba (once) and apply the thread settings."""
     global _numba
     if _numba is None:
-        from . import numba_setup  # noqa: F401  (first: OpenMP policy, cross-process compile lock)
+        from mnnjit.backends.cpu.runtime import numba_setup  # noqa: F401  (first: OpenMP policy, cross-process compile lock)
         import numba
         _numba = numba
         n = _pending_threads or config.env_threads()

@@ -7,10 +7,10 @@ Importing this module imports numba: import it lazily (never from ``import mnnji
 """
 from __future__ import annotations
 
-from .omp_env import configure_openmp_waiting
+from mnnjit.backends.cpu.runtime.omp_env import configure_openmp_waiting
 
 configure_openmp_waiting()
 
-from .compile_lock import install as _install_compile_lock  # noqa: E402
+from mnnjit.backends.cpu.runtime.compile_lock import install as _install_compile_lock  # noqa: E402
 
 _install_compile_lock()

@@ -1,0 +1,1 @@
+"""Depthwise convolution kernels and the fused blocks built around them (expand+depthwise, depthwise+pointwise)."""

@@ -1,0 +1,1 @@
+"""GEMM-based kernels: the register-blocked micro-kernel, convolutions as GEMMs, Winograd, classifier GEMVs."""

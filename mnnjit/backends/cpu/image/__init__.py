@@ -1,0 +1,1 @@
+"""Numba kernels of the image ops (resize, warps, color conversion, separable filters)."""
