@@ -22,6 +22,7 @@ the compiler calls ``to_host``.
 """
 from __future__ import annotations
 
+import contextlib
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any, Protocol, Sequence
@@ -92,6 +93,17 @@ class Backend(ABC):
         """Compile a whole static graph for this backend, or None to leave it to step plans."""
         return None
 
+    def compile_step_list(self, steps: list, init: list, feed_slots: list, out_slots: list, order: list,
+                          check: Any = None, sample: Any = None) -> Any:
+        """A tiny graph's reference step list (``(ref, attrs, input slots, output slot, dtype, shape)``
+        tuples over value slots) as one compiled function ``run(arrays) -> outputs``, or None. With
+        ``check`` and ``sample`` its first result must match ``check(sample)``."""
+        return None
+
+    def run_context(self) -> Any:
+        """A context manager around one graph run on this backend (the CPU pins BLAS threads)."""
+        return contextlib.nullcontext()
+
     # ------------------------------------------------------------------ buffers
     def alloc(self, shape: tuple[int, ...], dtype: np.dtype) -> Any:
         """A new buffer of ``shape``/``dtype`` (uninitialised)."""
@@ -110,6 +122,10 @@ class Backend(ABC):
     # ------------------------------------------------------------------ settings
     def set_num_threads(self, n: int) -> None:
         """Use ``n`` worker threads (backends without threads ignore it)."""
+
+    def plan_key(self) -> tuple:
+        """The settings a compiled graph depends on (thread count, device): part of its cache key."""
+        return (self.name,)
 
     def describe(self) -> str:
         """One line for ``explain``: the backend and its settings."""

@@ -22,29 +22,27 @@ import numpy as np
 from ..graph import Node, topo_order
 from .. import settings as config
 from ..settings import counters
-from ..backends.reference import compute_node as _compute_node
-from ..backends.reference import run_order
+from ..ops.evaluate import compute_node as _compute_node
+from ..ops.evaluate import run_order
 from .fusion import REDUCE_OPS
+from . import lower
 from .plan import KERNEL_MIN, _check
+from ..backends import registry
 
 _plans: "OrderedDict[tuple, object]" = OrderedDict()
 _PLAN_CACHE_SIZE = 256
-_backend = None
 _lock = threading.RLock()
 
 
 def backend():
-    """The CPU backend instance (created on first use; imports numba only when it compiles)."""
-    global _backend
-    if _backend is None:
-        from ..backends.cpu.backend import CPUBackend
-        _backend = CPUBackend()
-    return _backend
+    """The backend graphs run on now (``mnnjit.backends.registry.current``; the CPU by default)."""
+    return registry.current()
 
 
 def clear_plan_cache() -> None:
-    """Forget all cached plans."""
+    """Forget all cached plans (step plans and lowered expression graphs)."""
     _plans.clear()
+    lower.clear_cache()
 
 
 def _work(node: Node) -> int:
@@ -56,21 +54,13 @@ def _work(node: Node) -> int:
     return n
 
 
-_hw = None  # the kernels module once its kernel modules are loaded
-
-
 def _handwritten(node: Node):
-    """The hand-written kernel for a non-elementwise ``node`` big enough to want one, else None."""
-    global _hw
+    """The active backend, when it has its own kernel for non-elementwise ``node`` (big enough to
+    want one), else None."""
     if node.op in _NO_HW or _work(node) < KERNEL_MIN:
         return None
-    if _hw is None:
-        from ..backends.cpu.handwritten import registry as hw
-        hw.load_kernel_modules()
-        _hw = hw
-    if node.op not in _hw._KERNELS:
-        return None
-    return _hw.lookup(node)
+    be = registry.current()
+    return be if be.supports_op(node) else None
 
 
 _NO_HW: set = set()
@@ -121,9 +111,10 @@ def evaluate(roots: list[Node]) -> None:
             if type(v) is np.ndarray and v.size > work:
                 work = v.size
         if ready and (work < thr or node.op in _DIRECT):
-            fn = None if (work < KERNEL_MIN or node.op in _NO_HW) else _handwritten(node)
-            if fn is not None:
-                out = _check(node, fn(args, node.attrs))
+            be = None if (work < KERNEL_MIN or node.op in _NO_HW) else _handwritten(node)
+            out = be.run_op(node, args) if be is not None else None
+            if out is not None:
+                out = _check(node, be.to_host(out))
                 counters["handwritten_runs"] += 1
             else:
                 out = _compute_node(node, args)
@@ -148,6 +139,8 @@ def evaluate(roots: list[Node]) -> None:
         return
     from .plan import build_plan, describe, trace
     tr = trace(roots, order)
+    if lower.run_expression_graph(tr.order, roots, tr.key):
+        return
     with _lock:
         plan = _plans.get(tr.key)
         if plan is None:

@@ -142,55 +142,55 @@ class Plan:
     owned: frozenset = frozenset()  # root positions whose value is (a view of) a kernel output of the run
 
     def run(self, order: list[Node], backend) -> None:
-        """Execute on the nodes of a trace with this plan's structure; caches the roots' values."""
-        from ..backends.reference import compute_node
-        from ..backends.cpu.handwritten import registry as hw
+        """Execute on the nodes of a trace with this plan's structure on ``backend`` (steps it does
+        not take run on the ops' references, on host values); caches the roots' values."""
+        from ..ops.evaluate import compute_node
         vals: list[Any] = [None] * self.n
         for p in self.leaves:
             vals[p] = order[p].value
-        pool: dict[tuple, list[np.ndarray]] = {}
-        thr = config.threshold()
+        pool: dict[tuple, list] = {}
         for step in self.steps:
             p = step.pos
             if step.kind == "kernel":
                 g = step.group
-                out = None
-                if step.pooled:
-                    free = pool.get((g.out_shape, g.out_dtype))
-                    if free:
-                        out = free.pop()
-                if out is None:
-                    out = np.empty(g.out_shape, g.out_dtype)
-                res = backend.run_group(g, [vals[q] for q in g.leaves], out)
-                if res is None:  # the backend could not run it: reference path for its nodes
-                    res = self._run_group_ref(g, order, vals)
+                res = None
+                if backend.supports_group(g):
+                    out = None
+                    if step.pooled:
+                        free = pool.get((g.out_shape, g.out_dtype))
+                        if free:
+                            out = free.pop()
+                    if out is None:
+                        out = backend.alloc(g.out_shape, g.out_dtype)
+                    res = backend.run_group(g, [vals[q] for q in g.leaves], out)
+                if res is None:  # the backend does not run it: reference path for its nodes
+                    res = self._run_group_ref(g, order, vals, backend)
+                else:
+                    config.counters["kernel_runs"] += 1
                 vals[p] = res
-                config.counters["kernel_runs"] += 1
             else:
                 node = order[p]
                 args = [vals[q] for q in step.inputs]
-                fn = None
+                out = None
                 if step.kind == "op" and work_size(node) >= KERNEL_MIN and registry.get(node.op).kind not in (
-                        "elementwise", "movement"):
-                    hw.load_kernel_modules()
-                    fn = hw.lookup(node)
-                if fn is not None:
-                    out = fn(args, node.attrs)
-                    vals[p] = _check(node, out)
+                        "elementwise", "movement") and backend.supports_op(node):
+                    out = backend.run_op(node, args)
+                if out is not None:
+                    vals[p] = _check(node, backend.to_host(out))
                     config.counters["handwritten_runs"] += 1
                 else:
-                    vals[p] = compute_node(node, args)
+                    vals[p] = compute_node(node, [_host(backend, a) for a in args])
                     config.counters["ref_nodes"] += 1
             for q in step.to_pool:
                 buf = vals[q]
-                if isinstance(buf, np.ndarray):
-                    pool.setdefault((buf.shape, buf.dtype), []).append(buf)
+                if buf is not None and not isinstance(buf, tuple):
+                    pool.setdefault((tuple(buf.shape), np.dtype(buf.dtype)), []).append(buf)
             for q in step.release:
                 vals[q] = None
         for r in self.roots:
             node = order[r]
             c = self.canon[r]
-            out = vals[c]
+            out = _host(backend, vals[c])
             if isinstance(out, np.ndarray):
                 # a view is copied (it may alias a leaf, or keep a larger array alive), except a whole-array
                 # view (reshape) of a fresh kernel output of this run
@@ -200,8 +200,10 @@ class Plan:
                 out.flags.writeable = False
             node.value = out
 
-    def _run_group_ref(self, g: Group, order: list[Node], vals: list) -> np.ndarray:
-        from ..backends.reference import compute_node
+    def _run_group_ref(self, g: Group, order: list[Node], vals: list, backend=None) -> np.ndarray:
+        from ..ops.evaluate import compute_node
+        if backend is not None:
+            vals = [_host(backend, v) for v in vals]
         local = {}
         if g.producer is not None:  # the fused producer chain first (its steps were dropped from the plan)
             for m in g.producer.chain:
@@ -214,6 +216,13 @@ class Plan:
             local[m] = compute_node(node, args)
         config.counters["ref_groups"] += 1
         return local[g.root]
+
+
+def _host(backend, v: Any) -> Any:
+    """A step value as a host (numpy) value: the transfer at a partition boundary."""
+    if v is None or type(v) is np.ndarray:
+        return v
+    return backend.to_host(v)
 
 
 def node_inputs(order: list[Node], p: int, plan: Plan) -> list[int]:

@@ -192,8 +192,8 @@ class ExecutionPlan:
         for p, a in zip(self.placeholders, arrays):
             p.value = a
         bump_write_counter()
-        from ..backends.cpu.runtime.blas import single_threaded_blas
-        with single_threaded_blas():  # OpenBLAS's own threads fight the Numba workers (see notes)
+        from ..backends import registry
+        with registry.current().run_context():
             runtime.evaluate(self.outputs)
         return [o.value for o in self.outputs]
 
@@ -240,13 +240,14 @@ class ExecutionPlan:
 
     def _compile_kernel(self, arrays: list[np.ndarray]):
         """The plan as one compiled kernel (backends/cpu/codegen/whole_plan), or None."""
+        from .. import settings as config
+        from ..backends import registry
         try:
-            from ..backends.cpu.codegen.whole_plan import compile_plan
+            backend = registry.current()
         except ImportError:  # no Numba
             return None
-        from .. import settings as config
-        run = compile_plan(self.steps, self.init, self.feed_slots, self.out_slots, self.order,
-                           check=self._fast, sample=arrays)
+        run = backend.compile_step_list(self.steps, self.init, self.feed_slots, self.out_slots, self.order,
+                                        check=self._fast, sample=arrays)
         config.counters["plan_kernels" if run is not None else "plan_kernel_declined"] += 1
         return run
 
@@ -277,18 +278,18 @@ def _lean(plan: ExecutionPlan) -> bool:
            for n in active):
         return True  # tiny activations (an MLP): no kernel would be used; load neither the compiler nor Numba
     try:
-        from ..backends.cpu.handwritten import registry as kernels
         from .. import settings as config
+        from ..backends import registry
         from ..compiler.plan import KERNEL_MIN
+        backend = registry.current()
     except ImportError:
         return True
     thr = config.threshold()
-    kernels.load_kernel_modules()
     for n in plan.order:
         if n.op in ("const", "placeholder"):
             continue
         work = max([n.size if n.dtype is not None else 0] + [i.size for i in n.inputs])
-        if work >= thr or (work >= KERNEL_MIN and kernels.lookup(n) is not None):
+        if work >= thr or (work >= KERNEL_MIN and backend.supports_op(n)):
             return False
     return True
 
@@ -298,7 +299,7 @@ def _reference_executor_chosen() -> bool:
     ex = runtime._executor
     if ex is None:
         return False
-    from ..backends.reference import evaluate as ref_evaluate
+    from ..ops.evaluate import evaluate as ref_evaluate
     return ex is ref_evaluate
 
 

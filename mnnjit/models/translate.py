@@ -79,7 +79,7 @@ def fold(node: Node) -> Node:
     """``node`` as a constant when it does not depend on any model input (computed now)."""
     if node.live or node.op == "const" or node.dtype is None:
         return node
-    from ..backends.reference import evaluate
+    from ..ops.evaluate import evaluate
     evaluate([node])
     return const_node(np.asarray(node.value), node.fmt, node.name)
 

@@ -12,6 +12,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from ..backends import registry
 from ..graph import Node
 from ..models.program import ExecutionPlan, Program, load_program
 from ..ops import build as B
@@ -27,6 +28,21 @@ def _set_threads(n: int) -> None:
             numba.set_num_threads(max(1, min(int(n), numba.config.NUMBA_NUM_THREADS)))
         except (ValueError, AttributeError):
             pass
+
+
+class _OnBackend:
+    """A model plan run with backend ``name`` active on the calling thread (the steps a lowered
+    graph left to the compiler, and a step plan's kernels, then run there)."""
+
+    def __init__(self, plan: Any, name: str) -> None:
+        self.plan, self.name = plan, name
+        self.out_fmts = plan.out_fmts
+
+    def run(self, arrays: list[np.ndarray]) -> list[np.ndarray]:
+        with registry.using(self.name):
+            outs = self.plan.run(arrays)
+        self.out_fmts = self.plan.out_fmts
+        return outs
 
 
 def _out_var(arr: np.ndarray, fmt: str) -> Var:
@@ -118,10 +134,17 @@ class _Module:
         try:
             plan = self._program.plan(sig)
             if not getattr(plan, "dynamic", True):
-                # CNNs (and the precision/memory modes) run as kernel steps (backends/cpu/kernel_steps)
-                from ..precision import plan_for_modes
-                plan = plan_for_modes(self._program, sig, rt.precision if rt is not None else 0,
-                                      rt.memory if rt is not None else getattr(self._program, "memory", 0))
+                # the compiler's one lowering decision, on this module's backend (CPU: CNNs and
+                # the precision/memory modes run as kernel steps)
+                from ..compiler.lower import plan_for_program
+                from ..precision import parse_modes
+                modes = parse_modes({"precision": rt.precision if rt is not None else 0,
+                                     "memory": rt.memory if rt is not None else getattr(self._program, "memory", 0)})
+                name = rt.backend_name if rt is not None else None
+                with registry.using(name):
+                    plan = plan_for_program(self._program, sig, modes)
+                if name not in (None, "cpu"):
+                    plan = _OnBackend(plan, name)
         except (ValueError, TypeError, IndexError) as exc:
             shapes = ", ".join(f"{spec.name!r}: {list(shape)}" for spec, (shape, _, _) in zip(self._program.inputs, sig))
             raise type(exc)(f"the model cannot take inputs of shapes {{{shapes}}}: {exc}") from exc

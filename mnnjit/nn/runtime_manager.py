@@ -6,7 +6,6 @@ CPU with a warning on stderr, as real MNN does when a backend is not available.
 from __future__ import annotations
 
 import os
-import sys
 from typing import Any
 
 #: MNN's forward types (``backend`` config values) by name.
@@ -17,6 +16,8 @@ PRECISIONS = {"normal": 0, "high": 1, "low": 2, "lowbf": 3}
 MEMORIES = {"normal": 0, "high": 1, "low": 2}
 POWERS = {"normal": 0, "high": 1, "low": 2}
 _BACKEND_NAMES = {v: k for k, v in BACKENDS.items()}
+#: MNN forward type of each mnnjit backend
+_FORWARD_TYPE = {"cpu": 0, "reference": 0, "opencl": 3, "npu": 5}
 
 
 def _mode(value: Any, table: dict[str, int], key: str) -> int:
@@ -32,23 +33,15 @@ def _mode(value: Any, table: dict[str, int], key: str) -> int:
 
 
 def resolve_backend(value: Any) -> int:
-    """The MNN forward type of a ``backend`` value (name or int); unavailable ones fall back to CPU
-    with a warning on stderr."""
-    if isinstance(value, str):
-        key = value.upper()
-        if key not in BACKENDS:
-            raise ValueError(f"runtime config 'backend': unknown backend {value!r} (valid: {list(BACKENDS)})")
-        code = BACKENDS[key]
-    elif isinstance(value, int) and not isinstance(value, bool):
-        code = int(value)
-        if code not in _BACKEND_NAMES:
-            raise ValueError(f"runtime config 'backend': unknown backend {value}")
-    else:
-        code = int(getattr(value, "value", value))
-    if code != 0:
-        print(f"Can't Find type={code} backend ({_BACKEND_NAMES.get(code, code)}), use 0 (CPU) instead",
-              file=sys.stderr)
-    return 0
+    """The MNN forward type that runs for a ``backend`` value (name or int): the requested one when
+    its backend is available here (``mnnjit.backends.registry``), else 0 (CPU) after MNN's message."""
+    return _FORWARD_TYPE.get(backend_name(value), 0)
+
+
+def backend_name(value: Any, quiet: bool = False) -> str:
+    """The mnnjit backend (``cpu``, ``opencl``, ``npu``) for a ``backend`` value (see resolve_backend)."""
+    from ..backends import registry
+    return registry.resolve(value, quiet=quiet)
 
 
 class RuntimeManager:
@@ -61,7 +54,9 @@ class RuntimeManager:
         unknown = [k for k in config if k not in known]
         if unknown:
             raise KeyError(f"unknown runtime config key {unknown[0]!r} (valid: {sorted(known)})")
-        self.backend = resolve_backend(config.get("backend", 0))
+        #: the mnnjit backend models loaded with this manager run on, and its MNN forward type
+        self.backend_name = backend_name(config.get("backend", 0))
+        self.backend = _FORWARD_TYPE.get(self.backend_name, 0)
         self.precision = _mode(config.get("precision", "normal"), PRECISIONS, "precision")
         self.memory = _mode(config.get("memory", "normal"), MEMORIES, "memory")
         self.power = _mode(config.get("power", "normal"), POWERS, "power")

@@ -1,22 +1,19 @@
-"""Whether a model plan runs on the kernel-step executor (``backends/cpu/kernel_steps.NetPlan``).
+"""Convolutions with constant weights, as graph lowering sees them.
 
-Decided from the graph alone, without importing numba (nor the compiler, for a graph without
-convolutions): a plan qualifies, unless ``MNNJIT_JIT_THRESHOLD=off``, when its convolutions do
-at least the compiler's threshold of multiply-adds (``MNNJIT_JIT_THRESHOLD``, default 512K: below
-it the numpy reference steps are faster than launching kernels), or, in fp16 / quantized-weight
-modes, when it has any such convolution (the modes only exist on the kernel path; models convert
-quantized fully connected layers to 1x1 convolutions). :func:`conv_params` is the one definition of
-the convolutions the kernel steps run.
+:func:`conv_params` is the one definition of the convolutions a backend's kernel steps take over
+(a model's ``mnn_conv2d``, or an expr ``conv2d`` whose weight and bias are constants): the same
+node from either front end gives the same parameters and so the same kernel. :func:`conv_macs`
+measures how much convolution work a graph holds (the compiler's lowering decision).
 """
 from __future__ import annotations
 
-from typing import Any, Optional, Tuple
+from typing import Any, Iterable, Optional, Tuple
 
 import numpy as np
 
 from ..graph import topo_order
 
-__all__ = ["runs_as_net", "conv_params", "conv_macs"]
+__all__ = ["conv_params", "conv_macs", "conv_macs_of"]
 
 
 def conv_params(n: Any) -> Optional[Tuple[Any, Optional[np.ndarray], Tuple[int, ...]]]:
@@ -36,25 +33,16 @@ def conv_params(n: Any) -> Optional[Tuple[Any, Optional[np.ndarray], Tuple[int, 
     return None
 
 
-def conv_macs(plan: Any) -> int:
-    """Multiply-adds of the plan's constant-weight float convolutions."""
+def conv_macs(outputs: list) -> int:
+    """Multiply-adds of the constant-weight float convolutions the nodes ``outputs`` depend on."""
+    return conv_macs_of(topo_order(outputs, stop_at_values=False))
+
+
+def conv_macs_of(nodes: Iterable[Any]) -> int:
+    """Multiply-adds of the constant-weight float convolutions among ``nodes``."""
     macs = 0
-    for n in topo_order(plan.outputs, stop_at_values=False):
+    for n in nodes:
         conv = conv_params(n)
         if conv is not None:
             macs += int(np.prod(n.shape, dtype=np.int64)) * int(np.prod(conv[2][1:], dtype=np.int64))
     return macs
-
-
-def runs_as_net(plan: Any, modes: Any) -> bool:
-    """See the module docstring."""
-    if getattr(plan, "dynamic", False) or not getattr(plan, "outputs", None):
-        return False
-    macs = conv_macs(plan)
-    if not macs:
-        return False            # nothing for the kernel steps: the compiler is not even imported
-    from ..settings import compiling_enabled, threshold
-    if not compiling_enabled():
-        return False
-    moded = modes is not None and (modes.fp16 or modes.keep_quantized)
-    return moded or macs >= threshold()

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..graph import Node, topo_order
-from ..ops import registry
+from . import registry
 
 
 def compute_node(node: Node, inputs: list) -> np.ndarray | tuple:

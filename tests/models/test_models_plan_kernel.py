@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from test_models_small_plan import _build, _mlp_case  # noqa: E402 - the numpy function's cases
 
 import mnnjit as MNN
-from mnnjit.backends.cpu.codegen.groups import whole_plan as plan_kernel
+from mnnjit.backends.cpu.codegen import whole_plan as plan_kernel
 from mnnjit import settings as config
 from mnnjit.ops import build as B
 

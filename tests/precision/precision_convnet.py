@@ -11,7 +11,8 @@ from typing import Dict, List, Tuple
 import numpy as np
 
 from mnnjit.format import read_net
-from mnnjit.precision import (Modes, conv_weight_source, depthwise_weight, from_storage,
+from mnnjit.precision import Modes
+from mnnjit.backends.cpu.weights import (conv_weight_source, depthwise_weight, from_storage,
                               to_storage)
 
 _SHAPE_OPS = {"Shape", "Rank", "Const", "Unsqueeze", "SliceTf", "Concat"}

@@ -4,8 +4,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from mnnjit.backends.cpu.weights import weight_storage
 from mnnjit.precision import (Modes, activation_dtype, executor_modes, parse_modes,
-                              set_executor_modes, weight_storage)
+                              set_executor_modes)
 
 
 def test_parse_modes():

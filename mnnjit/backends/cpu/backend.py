@@ -122,8 +122,26 @@ class CPUBackend(Backend):
         kernels.load_kernel_modules()
         fn = kernels.lookup(node)
         if fn is None:
-            raise NotImplementedError(f"the cpu backend has no kernel for op {node.op!r}")
+            return None
         return fn(list(inputs), node.attrs)
+
+    def lower_graph(self, graph: Any, modes: Any = None) -> Any:
+        """The graph as kernel steps on a buffer arena (:class:`.kernel_steps.NetPlan`)."""
+        from mnnjit.backends.cpu.kernel_steps import NetPlan
+        return NetPlan(graph, modes)
+
+    def compile_step_list(self, steps: list, init: list, feed_slots: list, out_slots: list, order: list,
+                          check: Any = None, sample: Any = None) -> Any:
+        from mnnjit.backends.cpu.codegen.whole_plan import compile_plan
+        return compile_plan(steps, init, feed_slots, out_slots, order, check=check, sample=sample)
+
+    def run_context(self) -> Any:
+        """OpenBLAS's own threads fight the Numba workers: BLAS runs on one thread during a graph run."""
+        from mnnjit.backends.cpu.runtime.blas import single_threaded_blas
+        return single_threaded_blas()
+
+    def plan_key(self) -> tuple:
+        return ("cpu", jit.get_num_threads())
 
     def set_num_threads(self, n: int) -> None:
         jit.set_num_threads(n)

@@ -42,7 +42,8 @@ from mnnjit.backends.cpu.runtime import numba_setup  # noqa: F401  (first: OpenM
 from numba import get_num_threads
 
 from mnnjit.graph import Node, topo_order
-from mnnjit.models.netcheck import conv_params
+from mnnjit.settings import counters
+from mnnjit.ops.conv_info import conv_params
 from mnnjit.ops import registry
 from mnnjit.backends.cpu import cnn_steps as K
 from mnnjit.backends.cpu.handwritten import registry as hand_kernels
@@ -528,6 +529,7 @@ class NetPlan:
                 vals[out] = v
             return call_ref
         fn = self._kernel_fn(st)
+        counters[f"kernel_step:{st[0]}:{type(st[1]).__name__}"] += 1
         ins = _step_inputs(st)
         buf = self.buffers[out]
         static = [self._static_sv.get(i) for i in ins]
@@ -535,6 +537,7 @@ class NetPlan:
             args = tuple(static) + (K.storage_view(buf),)
             spec = self._launch_spec(st, args)
             if spec is not None:
+                counters["launch:" + _kernel_name(spec[0])] += 1
                 go = bind_launch(spec)
 
                 def call_bound(vals):
@@ -638,6 +641,12 @@ def _warmth(touched: Tuple[int, int], need: int, t: int) -> Tuple[int, int]:
     (``touched[1]`` bytes) would find in cache at step ``t``; ties go to the latest use."""
     last, nbytes = touched
     return (min(need, nbytes) if t - last <= WARM_STEPS else 0, last)
+
+
+def _kernel_name(kernel: Any) -> str:
+    """The name of the compiled function a bound step launches (the kernel counters' key)."""
+    fn = getattr(kernel, "py_func", kernel)
+    return f"{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', repr(fn))}"
 
 
 def _step_inputs(st: list) -> List[int]:

@@ -1,0 +1,86 @@
+"""Weights and activations as the CPU kernels keep them for a precision/memory mode.
+
+``modes`` is a :class:`mnnjit.precision.Modes`: precision=low keeps float16 activation storage
+(and float16 classifier weights), memory=low keeps 8-bit and narrower quantized weights as codes.
+"""
+from __future__ import annotations
+
+from typing import Any, Mapping, Tuple
+
+import numpy as np
+
+from mnnjit.precision import Modes, keeps_quantized
+
+__all__ = ["weight_storage", "conv_weight_source", "depthwise_weight", "to_storage", "from_storage"]
+
+
+def weight_storage(modes: Modes, weight: Any, shape: Tuple[int, int]):
+    """The weight source a GEMM/conv kernel uses for an ``[O, K]`` weight matrix.
+
+    ``weight`` is a float array or a :class:`mnnjit.format.QuantizedWeight`. memory=low keeps a
+    quantized weight as codes (:class:`QuantRows`); otherwise it is decoded now, once, and stored
+    as float16 (:class:`HalfRows`, precision=low) or float32 (:class:`DenseRows`)."""
+    from mnnjit.backends.cpu.quant import DenseRows, HalfRows, QuantRows
+    from mnnjit.format import QuantizedWeight
+    O, K = shape
+    if isinstance(weight, QuantizedWeight):
+        if keeps_quantized(modes, weight):
+            return QuantRows.from_quantized(weight, (O, K))
+        weight = weight.dequantize()
+    w = np.asarray(weight, np.float32)
+    if w.size != O * K:
+        raise ValueError(f"weight has {w.size} values, expected {O}x{K}")
+    w = w.reshape(O, K)
+    return HalfRows(w) if modes.fp16 else DenseRows(w)
+
+
+def _quantized_or_float(conv: Mapping[str, Any], what: str):
+    from mnnjit.format import conv_weight, quantized_weight
+    quan = conv.get("quanParameter")
+    w = conv.get("weight")
+    if quan is not None and (w is None or len(w) == 0) and quan.get("index") is None \
+            and int(quan.get("type") or 0) in (1, 2, 4):
+        return quantized_weight(quan, what + ".quanParameter")
+    return conv_weight(dict(conv), what)
+
+
+def conv_weight_source(conv: Mapping[str, Any], modes: Modes, what: str = "Convolution2D"):
+    """Weights of a ``Convolution2D`` op dict (non-depthwise) as kept in memory for ``modes``:
+    ``[outputCount, inputCount/group*kh*kw]``."""
+    c = conv["common"]
+    O = int(c["outputCount"])
+    w = _quantized_or_float(conv, what)
+    size = w.codes.size if hasattr(w, "codes") else np.asarray(w).size
+    if O <= 0 or size % O:
+        raise ValueError(f"{what}: {size} weights do not split into {O} output channels")
+    return weight_storage(modes, w, (O, size // O))
+
+
+def depthwise_weight(conv: Mapping[str, Any], modes: Modes, what: str = "Convolution2D"):
+    """Weights of a depthwise conv for ``modes``: a float32 ``[C, kh*kw]`` array, or (memory=low,
+    quantized) a :class:`QuantRows` whose ``dense()`` the runner calls per forward (a few KB)."""
+    c = conv["common"]
+    C = int(c["outputCount"])
+    w = _quantized_or_float(conv, what)
+    size = w.codes.size if hasattr(w, "codes") else np.asarray(w).size
+    if C <= 0 or size % C:
+        raise ValueError(f"{what}: {size} weights do not split into {C} channels")
+    src = weight_storage(modes, w, (C, size // C))
+    return src if type(src).__name__ == "QuantRows" else src.dense()
+
+
+def to_storage(x: np.ndarray, modes: Modes) -> np.ndarray:
+    """A model input in the activation storage dtype of ``modes`` (float32 -> float16 for
+    precision=low, via the F16C kernel)."""
+    if modes.fp16 and x.dtype != np.float16:
+        from mnnjit.backends.cpu.fp16 import to_f16
+        return to_f16(x)
+    return x
+
+
+def from_storage(x: np.ndarray) -> np.ndarray:
+    """A model output back in float32 (float16 storage is widened; others pass through)."""
+    if x.dtype == np.float16:
+        from mnnjit.backends.cpu.fp16 import to_f32
+        return to_f32(x)
+    return x

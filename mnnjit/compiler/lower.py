@@ -1,0 +1,157 @@
+"""Graph lowering: one decision for every static graph, whichever front end built it.
+
+A model's forward (``nn.Module``) and an expression graph read from ``mnnjit.expr`` / ``mnnjit.numpy``
+reach the same function, :func:`lower`, with a :class:`~mnnjit.backends.base.GraphIR` (placeholders
+fed per run, constant weights, outputs). When the graph holds enough convolution work
+(:func:`worth_lowering`), the active backend is asked to compile it whole
+(:meth:`~mnnjit.backends.base.Backend.lower_graph`: on the CPU the kernel-step plan with its fused
+convolution blocks and buffer arena); otherwise, or when the backend declines, the graph runs as a
+step plan (``plan.py``). So an ``expr.conv2d`` and a model's convolution of the same shapes run the
+same compiled kernel.
+
+Compiled graphs are cached per (structure, input signature, constants, modes, backend settings):
+for a model on its Program, for expression graphs here.
+"""
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from typing import Any
+
+import numpy as np
+
+from .. import settings
+from ..backends import registry
+from ..backends.base import Backend, GraphIR
+from ..graph import Node
+from ..ops.conv_info import conv_macs, conv_macs_of
+
+
+def worth_lowering(outputs: list[Node], modes: Any = None, macs: int | None = None) -> bool:
+    """Whether a graph goes to the backend's whole-graph lowering: its constant-weight convolutions
+    do at least the compile threshold of multiply-adds (below it the numpy reference steps are
+    faster than launching kernels), or any in fp16 / quantized-weight modes (those modes exist only
+    on lowered graphs). Decided without importing numba."""
+    if not outputs:
+        return False
+    if macs is None:
+        macs = conv_macs(outputs)
+    if not macs or not settings.compiling_enabled():
+        return False
+    moded = modes is not None and (modes.fp16 or modes.keep_quantized)
+    return moded or macs >= settings.threshold()
+
+
+def lower(graph: GraphIR, modes: Any = None, backend: Backend | None = None) -> Any:
+    """The graph compiled by ``backend`` (default: the active one), or None when it stays a step plan."""
+    if not worth_lowering(graph.outputs, modes):
+        return None
+    backend = backend if backend is not None else registry.current()
+    compiled = backend.lower_graph(graph, modes)
+    if compiled is not None:
+        settings.counters["graphs_lowered"] += 1
+    return compiled
+
+
+def plan_for_program(program: Any, signature: tuple, modes: Any) -> Any:
+    """What runs a model's forward for an input signature: the program's own plan (control flow,
+    small graphs: ``models.program.ExecutionPlan``) or the active backend's lowering of it, built
+    once per (signature, modes, backend settings) and cached on the program."""
+    plan = program.plan(signature)
+    if getattr(plan, "dynamic", False):
+        return plan
+    cache = program.__dict__.setdefault("_lowered", {})
+    worth = cache.get(("worth", signature, modes))
+    if worth is None:
+        worth = cache[("worth", signature, modes)] = worth_lowering(plan.outputs, modes)
+    if not worth:
+        return plan
+    backend = registry.current()
+    key = (signature, modes, backend.plan_key())
+    compiled = cache.get(key)
+    if compiled is None or getattr(compiled, "source", plan) is not plan:
+        compiled = backend.lower_graph(GraphIR(plan.placeholders, plan.outputs, list(plan.out_fmts)), modes)
+        if compiled is None:
+            compiled = plan
+        else:
+            compiled.source = plan
+            settings.counters["graphs_lowered"] += 1
+        cache[key] = compiled
+    return compiled
+
+
+# ---------------------------------------------------------------------------- expression graphs
+_graphs: "OrderedDict[tuple, tuple]" = OrderedDict()
+_GRAPH_CACHE_SIZE = 32
+_lock = threading.Lock()
+
+
+def clear_cache() -> None:
+    """Forget the compiled expression graphs."""
+    with _lock:
+        _graphs.clear()
+
+
+def _cut(order: list[Node], roots: list[Node]) -> tuple[GraphIR, list[Node]]:
+    """The pending part of a traced expression graph as a static graph: known values that are not
+    constants become placeholders (fed per run), constants (weights) stay, pending nodes are copied
+    onto the new inputs. Returns the graph and the nodes whose values feed its placeholders."""
+    new: dict[int, Node] = {}
+    feeds: list[Node] = []
+    placeholders: list[Node] = []
+    for n in order:
+        v = n.value
+        if v is not None:
+            if n.op == "const":
+                new[id(n)] = n
+            else:
+                p = Node("placeholder", (), {}, n.shape, n.dtype, n.fmt, name=f"in{len(feeds)}")
+                new[id(n)] = p
+                feeds.append(n)
+                placeholders.append(p)
+            continue
+        new[id(n)] = Node(n.op, tuple(new[id(i)] for i in n.inputs), n.attrs, n.shape, n.dtype, n.fmt)
+    outputs = [new[id(r)] for r in roots]
+    return GraphIR(placeholders, outputs, [("NCHW" if o.fmt == "NC4HW4" else o.fmt) for o in outputs]), feeds
+
+
+def run_expression_graph(order: list[Node], roots: list[Node], key: tuple) -> bool:
+    """Compute ``roots`` through the active backend's graph lowering when the graph is worth it
+    (see :func:`worth_lowering`); False (nothing computed) otherwise. ``key`` is the trace's
+    structural key; the constants' identities are added, as lowering packs their values."""
+    consts = tuple(id(n.value) for n in order if n.op == "const" and n.value is not None)
+    backend = registry.current()
+    full = (key, consts, backend.plan_key())
+    with _lock:
+        hit = _graphs.get(full)
+        if hit is not None:
+            _graphs.move_to_end(full)
+    if hit is None:
+        if any(r.value is not None for r in roots):
+            return False
+        pending = [n for n in order if n.value is None]
+        if not worth_lowering(pending, None, conv_macs_of(pending)):
+            return False
+        graph, _ = _cut(order, roots)
+        compiled = backend.lower_graph(graph, None)
+        # the entry keeps the const nodes alive, so their ids stay theirs while it is cached
+        hit = (compiled, [n for n in order if n.op == "const"])
+        with _lock:
+            _graphs[full] = hit
+            if len(_graphs) > _GRAPH_CACHE_SIZE:
+                _graphs.popitem(last=False)
+        if compiled is None:
+            return False
+        settings.counters["graphs_lowered"] += 1
+    compiled = hit[0]
+    if compiled is None:
+        return False
+    feeds = [n.value for n in order if n.value is not None and n.op != "const"]
+    outs = compiled.run([np.ascontiguousarray(a) for a in feeds])
+    for r, v in zip(roots, outs):
+        if isinstance(v, np.ndarray):
+            if v.base is not None or not v.flags.c_contiguous:
+                v = np.array(v, order="C")
+            v.flags.writeable = False
+        r.value = v
+    return True
