@@ -56,7 +56,14 @@ class Var:
 
     @property
     def size(self) -> int:
-        """Number of elements."""
+        """Number of elements; an NC4HW4 Var counts its stored elements, channels padded to a multiple of 4
+        (real MNN: a [1, 5, 2, 2] NC4HW4 Var has size 32)."""
+        shape = self._node.shape
+        if self._node.fmt == "NC4HW4" and len(shape) >= 2:
+            rest = 1
+            for d in shape[2:]:
+                rest *= d
+            return shape[0] * -(-shape[1] // 4) * 4 * rest
         return self._node.size
 
     @property
@@ -125,7 +132,7 @@ class Var:
         """The value as a new numpy array (NC4HW4 data shown in MNN's packed order)."""
         if self._node.fmt == "NC4HW4" and self._node.size:
             packed = self._packed().ravel()
-            return np.array(packed[: self.size].reshape(self._node.shape))
+            return np.array(packed[: self._node.size].reshape(self._node.shape))
         return np.array(self._value(), copy=True)
 
     def read_as_tuple(self) -> tuple:
@@ -255,8 +262,8 @@ class Var:
     __str__ = __repr__
 
     def _scalar(self, kind: str):
-        if self.size != 1:
-            raise TypeError(f"only length-1 arrays can be converted to Python scalars (got size {self.size})")
+        if self._node.size != 1:
+            raise TypeError(f"only length-1 arrays can be converted to Python scalars (got size {self._node.size})")
         return self._value().reshape(()).item()
 
     def __float__(self) -> float:
@@ -266,12 +273,12 @@ class Var:
         return int(self._scalar("int"))
 
     def __index__(self) -> int:
-        if self._node.dtype.kind == "f" or self.size != 1:
+        if self._node.dtype.kind == "f" or self._node.size != 1:
             raise TypeError("only integer scalar arrays can be converted to a scalar index")
         return int(self._scalar("int"))
 
     def __bool__(self) -> bool:
-        if self.size != 1:
+        if self._node.size != 1:
             raise ValueError("The truth value of an array with more than one element is ambiguous. "
                              "Use a.any() or a.all()")
         return bool(self._scalar("bool"))
@@ -298,9 +305,21 @@ class Var:
         """numpy's ``value in a``: whether any element equals ``value`` (any shape)."""
         return bool(np.asarray(B.binary("equal", self, value).read()).any())
 
+    def _item(self, i: int) -> Any:
+        """Item ``i`` along axis 0 as iteration gives it: a 0-d Var for a 1-D Var (pymnn's iteration yields
+        Vars, where ``v[i]`` gives a Python number), else ``self[i]``."""
+        if len(self._node.shape) == 1:
+            return B.wrap(Node.constant(np.array(self.read_view()[i]), self._node.fmt))
+        return self[i]
+
     def __iter__(self) -> Iterator[Any]:
         if not self._node.shape:
             raise TypeError("iteration over a 0-d array")
+        if len(self._node.shape) == 1:
+            fmt, values = self._node.fmt, self.read_view()
+            for x in values:  # one read, then constants (slices copy, as in MNN)
+                yield B.wrap(Node.constant(np.array(x), fmt))
+            return
         for i in range(self._node.shape[0]):
             yield self[i]
 
@@ -317,7 +336,7 @@ class Var:
             _NEXT_POS[key] = 0
             raise StopIteration
         _NEXT_POS[key] = pos + 1
-        return self[pos]
+        return self._item(pos)
 
     def __delitem__(self, key: Any) -> None:
         raise ValueError("cannot delete array elements")

@@ -76,3 +76,55 @@ def test_scale_with_too_few_values_raises():
     x = JF.convert(JF.const(np.ones(4, np.float32), [1, 2, 2, 1], JF.NCHW), JF.NC4HW4)
     with pytest.raises(ValueError, match="1 scales and 1 biases for 2 channels"):
         JF.scale(x, 2, [2.0], [3.0])
+
+
+# ---------------------------------------------------------------- the Var protocol
+def _both():
+    import MNN.expr as MF
+    import mnnjit.expr as JF
+    return (mnp, MF), (jnp, JF)
+
+
+def test_iterating_a_1d_var_yields_0d_vars_as_real_mnn():
+    for np_, F in _both():
+        v = F.const(np.array([1.5, 2.5, -3.0], np.float32), [3], F.NHWC)
+        items = list(v)
+        assert [type(i).__name__ for i in items] == ["Var"] * 3
+        assert [i.shape for i in items] == [[], [], []]
+        assert [i.data_format for i in items] == [F.NHWC] * 3
+        assert [float(np.asarray(i.read())) for i in items] == [1.5, 2.5, -3.0]
+        assert [np.asarray(i.read()).tolist() for i in np_.array([[1, 2], [3, 4]])] == [[1, 2], [3, 4]]
+        assert next(np_.array([7, 8])).shape == []
+        assert isinstance(np_.array([7, 8])[0], int)  # indexing still gives a Python number
+
+
+def test_randint_without_size_has_shape_1():
+    for np_, _ in _both():
+        for args in [(5,), (2, 5)]:
+            r = np_.random.randint(*args)
+            assert r.shape == [1] and r.dtype == np_.int32
+        assert np_.random.randint(2, 5, [3]).shape == [3]
+
+
+@pytest.mark.parametrize("shape,fmt", [([1, 4, 5, 3], "NHWC"), ([1, 3, 4, 5], "NCHW"), ([1, 3, 4, 5], "NC4HW4"),
+                                       ([2, 6, 3, 1], "NC4HW4"), ([2, 3], "NCHW")])
+def test_shape_rank_size_are_nhwc_tagged_as_real_mnn(shape, fmt):
+    got = []
+    for _, F in _both():
+        x = F.const(np.zeros(shape, np.float32), shape, F.NHWC if fmt == "NHWC" else F.NCHW)
+        if fmt == "NC4HW4":
+            x = F.convert(x, F.NC4HW4)
+        s, r, n = F.shape(x), F.rank(x), F.size(x)
+        got.append((str(s.data_format), np.asarray(s.read()).tolist(), str(r.data_format), int(np.asarray(r.read())),
+                    str(n.data_format), int(np.asarray(n.read())), str(s.dtype)))
+    assert got[0] == got[1]
+
+
+@pytest.mark.parametrize("shape", [[1, 5, 2, 2], [2, 5, 2, 2], [1, 3, 2, 1], [1, 8, 1, 1], [1, 9, 1, 1],
+                                   [1, 1, 2, 2], [3, 4], [1, 5, 2]])
+def test_nc4hw4_size_counts_padded_channels_as_real_mnn(shape):
+    sizes = []
+    for _, F in _both():
+        y = F.convert(F.const(np.arange(int(np.prod(shape)), dtype=np.float32), shape), F.NC4HW4)
+        sizes.append((y.size, y.shape, len(y.read_as_tuple())))
+    assert sizes[0] == sizes[1]

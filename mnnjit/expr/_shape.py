@@ -273,19 +273,29 @@ def crop(x: Any, size: Any, axis: int, offset: Sequence[int]) -> Var:
     return B.wrap(B.make_node("slice", (v._node,), {"begin": tuple(begin), "end": tuple(end), "step": (1,) * 4}))
 
 
+def _nhwc_const(value: np.ndarray) -> Var:
+    # real MNN's Shape/Rank/Size results are NHWC-tagged, whatever the input's format
+    return B.wrap(Node.constant(value, "NHWC"))
+
+
 def shape(x: Any) -> Var:
-    """The shape of ``x`` as an int32 Var."""
-    return B.wrap(B.as_node(np.asarray(C.node(x).shape, np.int32).reshape(-1)))
+    """The shape of ``x`` as an int32 Var, NHWC-tagged as real MNN's; a 4-D NC4HW4 ``x`` reports its
+    dimensions in NHWC order (n, h, w, c), as real MNN's Shape op does."""
+    n = C.node(x)
+    dims = n.shape
+    if n.fmt == "NC4HW4" and len(dims) == 4:
+        dims = (dims[0], dims[2], dims[3], dims[1])
+    return _nhwc_const(np.asarray(dims, np.int32).reshape(-1))
 
 
 def rank(x: Any) -> Var:
-    """The number of dimensions of ``x`` as a 0-d int32 Var."""
-    return B.wrap(B.scalar_node(len(C.node(x).shape), I32))
+    """The number of dimensions of ``x`` as a 0-d int32 Var (NHWC-tagged, as real MNN)."""
+    return _nhwc_const(np.array(len(C.node(x).shape), np.int32))
 
 
 def size(x: Any) -> Var:
-    """The number of elements of ``x`` as a 0-d int32 Var."""
-    return B.wrap(B.scalar_node(C.node(x).size, I32))
+    """The number of elements of ``x`` as a 0-d int32 Var (NHWC-tagged, as real MNN)."""
+    return _nhwc_const(np.array(C.node(x).size, np.int32))
 
 
 def clone(x: Any, deepCopy: bool = False) -> Var:  # noqa: N803

@@ -64,14 +64,15 @@ sample = random
 
 
 def randint(low: int, high: int | None = None, size: Any = None, dtype: Any = I32) -> Var:
-    """Random integers in [low, high) (or [0, low)), int32 by default."""
+    """Random integers in [low, high) (or [0, low)), int32 by default; without ``size`` a [1] Var, as real
+    MNN gives (numpy: a scalar)."""
     if high is None:
         low, high = 0, low
     low, high = int(low), int(high)
     if low >= high:
         raise ValueError(f"low >= high ({low} >= {high})")
     dt = _as_np_dtype(dtype)
-    return _node("integers", () if size is None else as_shape(size), dt, low=low, high=high)
+    return _node("integers", (1,) if size is None else as_shape(size), dt, low=low, high=high)
 
 
 def uniform(low: float = 0.0, high: float = 1.0, size: Any = None) -> Var:
