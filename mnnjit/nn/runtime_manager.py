@@ -98,7 +98,9 @@ class RuntimeManager:
     def __reduce__(self):
         """Pickle by config: the new process builds its own manager from the same settings
         (and the cache and external-weight paths, modes and hints set since)."""
-        config = {"backend": self.backend, "precision": self.precision, "memory": self.memory,
+        # the backend by its mnnjit name (keeps "reference", which has no MNN forward type of its own)
+        config = {"backend": getattr(self, "backend_name", None) or self.backend, "precision": self.precision,
+                  "memory": self.memory,
                   "power": self.power, "numThread": self.num_thread}
         extra = {"cache_path": self.cache_path, "external_path": self.external_path,
                  "mode": list(self.mode), "hints": dict(self.hints)}
