@@ -254,7 +254,8 @@ class Interpreter:
 
     def createSession(self, config: dict | None = None, runtime: Any = None) -> Session:  # noqa: N802
         """A new session (inputs at their declared shapes, outputs computed on resize/run)."""
-        config = dict(config or {})
+        from .nn.runtime_manager import known_config
+        config = known_config(dict(config or {}), "createSession")
         if runtime is None:
             self.createRuntime({k: v for k, v in config.items() if k in ("backend", "precision", "memory",
                                                                         "power", "numThread")})

@@ -128,3 +128,63 @@ def test_nc4hw4_size_counts_padded_channels_as_real_mnn(shape):
         y = F.convert(F.const(np.arange(int(np.prod(shape)), dtype=np.float32), shape), F.NC4HW4)
         sizes.append((y.size, y.shape, len(y.read_as_tuple())))
     assert sizes[0] == sizes[1]
+
+
+# ---------------------------------------------------------------- model inputs and runtime config
+@pytest.fixture(scope="module")
+def mlp_path(shared_dir):
+    path = shared_dir / "models" / "mlp.mnn"
+    if not path.is_file():
+        pytest.skip(f"{path} not found")
+    return str(path)
+
+
+def test_int32_input_for_a_float_model_input_is_converted(mlp_path):
+    """Real MNN reads an int32 input's bits as floats (garbage); the oracle is real MNN on the converted data."""
+    import MNN.expr as MF
+    import MNN.nn as mnn_nn
+    import mnnjit.expr as JF
+    import mnnjit.nn as jit_nn
+    xi = (np.arange(64) % 7 - 3).astype(np.int32).reshape(1, 64)
+    want = np.asarray(mnn_nn.load_module_from_file(mlp_path, ["x"], ["prob"])
+                      .forward(MF.const(xi.astype(np.float32), [1, 64])).read())
+    m = jit_nn.load_module_from_file(mlp_path, ["x"], ["prob"])
+    for x in (JF.const(xi, [1, 64], JF.NCHW, JF.int), jnp.array(xi.tolist())):
+        assert x.dtype == JF.int
+        got = m.forward(x)
+        assert got.dtype == JF.float
+        assert np.allclose(np.asarray(got.read()), want, rtol=1e-5, atol=1e-7)
+    assert np.allclose(np.asarray(m.onForward([JF.const(xi, [1, 64], JF.NCHW, JF.int)])[0].read()), want,
+                       rtol=1e-5, atol=1e-7)
+
+
+def test_unknown_runtime_config_keys_are_ignored_with_a_warning(mlp_path):
+    """Real MNN accepts unknown keys in both places (silently); mnnjit accepts them and warns."""
+    import MNN.nn as mnn_nn
+    import mnnjit
+    import mnnjit.nn as jit_nn
+    mnn_nn.create_runtime_manager(({"backend": 0, "bogusKey": 3},))
+    MNN.Interpreter(mlp_path).createSession({"backend": "CPU", "bogusKey": 3})
+    with pytest.warns(RuntimeWarning, match=r"create_runtime_manager: unknown runtime config key\(s\) \['bogusKey'\]"):
+        rt = jit_nn.create_runtime_manager(({"backend": 0, "bogusKey": 3, "numThread": 2},))
+    assert rt.num_thread == 2
+    with pytest.warns(RuntimeWarning, match=r"createSession: unknown runtime config key\(s\) \['bogusKey'\]"):
+        mnnjit.Interpreter(mlp_path).createSession({"backend": "CPU", "bogusKey": 3})
+
+
+def test_unknown_numeric_backend_falls_back_to_cpu_with_mnns_message(mlp_path, capfd):
+    import MNN.expr as MF
+    import MNN.nn as mnn_nn
+    import mnnjit.expr as JF
+    import mnnjit.nn as jit_nn
+    message = "Can't Find type=99 backend, use 0 instead"
+    mrt = mnn_nn.create_runtime_manager(({"backend": 99},))
+    real = capfd.readouterr()
+    assert message in real.out + real.err
+    rt = jit_nn.create_runtime_manager(({"backend": 99},))
+    ours = capfd.readouterr()
+    assert message in ours.err and rt.backend == 0
+    x = np.linspace(-1, 1, 64, dtype=np.float32).reshape(1, 64)
+    want = mnn_nn.load_module_from_file(mlp_path, ["x"], ["prob"], runtime_manager=mrt).forward(MF.const(x, [1, 64]))
+    got = jit_nn.load_module_from_file(mlp_path, ["x"], ["prob"], runtime_manager=rt).forward(JF.const(x, [1, 64]))
+    assert np.allclose(np.asarray(got.read()), np.asarray(want.read()), rtol=1e-5, atol=1e-7)

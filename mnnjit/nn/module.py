@@ -110,7 +110,8 @@ class _Module:
                 raise ValueError(f"input {spec.name!r}: expected {len(spec.dims)} dimensions "
                                  f"(shape {list(spec.dims)}), got shape {list(node.shape)}")
             if node.dtype != spec.dtype:
-                if node.dtype.kind == spec.dtype.kind == "f":
+                # integer data for a float input is converted (real MNN reads int32 bits as floats)
+                if spec.dtype.kind == "f" and node.dtype.kind in "fiub":
                     node = B.cast_node(node, spec.dtype)
                 else:
                     raise TypeError(f"input {spec.name!r}: expected dtype {spec.dtype}, got {node.dtype}")

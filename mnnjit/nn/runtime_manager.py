@@ -6,6 +6,8 @@ CPU with a warning on stderr, as real MNN does when a backend is not available.
 from __future__ import annotations
 
 import os
+import sys
+import warnings
 from typing import Any
 
 #: MNN's forward types (``backend`` config values) by name.
@@ -32,6 +34,29 @@ def _mode(value: Any, table: dict[str, int], key: str) -> int:
     raise ValueError(f"runtime config {key!r}: unknown value {value!r} (valid: {list(table)})")
 
 
+#: the runtime config keys MNN reads (createRuntime / createSession / create_runtime_manager)
+KNOWN_KEYS = ("backend", "precision", "memory", "power", "numThread", "saveTensors", "inputPaths", "outputPaths")
+
+
+def known_config(config: dict, where: str) -> dict:
+    """``config`` without the keys MNN does not read: real MNN ignores them silently, mnnjit with a
+    RuntimeWarning naming them (a misspelt key would otherwise go unnoticed)."""
+    unknown = [k for k in config if k not in KNOWN_KEYS]
+    if unknown:
+        warnings.warn(f"{where}: unknown runtime config key(s) {unknown} ignored (valid: {list(KNOWN_KEYS)})",
+                      RuntimeWarning, stacklevel=4)
+    return {k: v for k, v in config.items() if k in KNOWN_KEYS}
+
+
+def _known_forward_type(value: Any) -> Any:
+    """``value``, or 0 after real MNN's message when it is a number that names no MNN forward type."""
+    code = getattr(value, "value", value)
+    if isinstance(code, int) and not isinstance(code, bool) and code not in BACKENDS.values():
+        print(f"Can't Find type={code} backend, use 0 instead", file=sys.stderr)
+        return 0
+    return value
+
+
 def resolve_backend(value: Any) -> int:
     """The MNN forward type that runs for a ``backend`` value (name or int): the requested one when
     its backend is available here (``mnnjit.backends.registry``), else 0 (CPU) after MNN's message."""
@@ -48,14 +73,9 @@ class RuntimeManager:
     """Runtime resources and settings shared by modules loaded with it (see module docstring)."""
 
     def __init__(self, config: dict | None = None) -> None:
-        config = dict(config or {})
-        known = {"backend", "precision", "memory", "power", "numThread", "saveTensors", "inputPaths",
-                 "outputPaths"}
-        unknown = [k for k in config if k not in known]
-        if unknown:
-            raise KeyError(f"unknown runtime config key {unknown[0]!r} (valid: {sorted(known)})")
+        config = known_config(dict(config or {}), "create_runtime_manager")
         #: the mnnjit backend models loaded with this manager run on, and its MNN forward type
-        self.backend_name = backend_name(config.get("backend", 0))
+        self.backend_name = backend_name(_known_forward_type(config.get("backend", 0)))
         self.backend = _FORWARD_TYPE.get(self.backend_name, 0)
         self.precision = _mode(config.get("precision", "normal"), PRECISIONS, "precision")
         self.memory = _mode(config.get("memory", "normal"), MEMORIES, "memory")

@@ -23,7 +23,7 @@ def test_create_runtime_manager_config_values() -> None:
     assert rt.precision == 1
     with pytest.raises(ValueError, match="precision"):
         nn.create_runtime_manager({"precision": "fastest"})
-    with pytest.raises(KeyError, match="numThreads"):
+    with pytest.warns(RuntimeWarning, match="numThreads"):  # unknown keys are ignored (real MNN: silently)
         nn.create_runtime_manager({"numThreads": 2})
     with pytest.raises(ValueError, match="numThread"):
         nn.create_runtime_manager({"numThread": 0})
@@ -80,8 +80,9 @@ def test_errors_name_the_problem(tmp_path) -> None:
     x = F.const(np.ones((1, 64), np.float32), [1, 64])
     with pytest.raises(ValueError, match=r"1 input\(s\) \['x'\], got 2"):
         m.forward([x, x])
-    with pytest.raises(TypeError, match="'x'.*dtype"):
-        m.forward([F.const(np.ones((1, 64), np.int32), [1, 64], F.NCHW, F.int)])
+    # int32 data for the float input is converted (tests/test_dropin_misc.py)
+    np.testing.assert_allclose(m.forward([F.const(np.ones((1, 64), np.int32), [1, 64], F.NCHW, F.int)])[0].read(),
+                               m.forward([x])[0].read())
     with pytest.raises(ValueError, match="'x'.*2 dimensions"):
         m.forward([F.const(np.ones((1, 8, 8), np.float32), [1, 8, 8])])
     with pytest.raises(ValueError, match=r"shapes \{'x': \[1, 65\]\}.*Reshape"):
