@@ -95,6 +95,13 @@ def mnnjit_backend(request: Any) -> Iterator[str]:
         _restore_threshold(prev)
 
 
+@pytest.fixture(autouse=True)
+def _mnnjit_backends_marker(request: Any) -> None:
+    """Set up ``mnnjit_backend`` for a test that has only the ``mnnjit_backends`` marker."""
+    if request.node.get_closest_marker("mnnjit_backends") is not None:
+        request.getfixturevalue("mnnjit_backend")  # (a no-op when the test asked for it by name)
+
+
 def pytest_configure(config: Any) -> None:
     """Register the ``mnnjit_backends`` marker."""
     config.addinivalue_line(
