@@ -111,6 +111,21 @@ def _is_real_var(x: Any, mnn: types.ModuleType) -> bool:
     return isinstance(x, mnn.expr.Var)
 
 
+def _check_valid(x: Any, mnn: types.ModuleType) -> Any:
+    """``x``; a RuntimeError when it holds a Var real MNN could not compute (MNN prints its error
+    and returns an invalid Var instead of raising)."""
+    if _is_real_var(x, mnn):
+        if not x.valid:
+            raise RuntimeError("real MNN returned an invalid Var (its own message is on stdout)")
+    elif isinstance(x, (list, tuple)):
+        for e in x:
+            _check_valid(e, mnn)
+    elif isinstance(x, dict):
+        for e in x.values():
+            _check_valid(e, mnn)
+    return x
+
+
 def _summary(x: Any, mnn: types.ModuleType | None) -> Any:
     """A result as comparable pieces: a Var -> ("Var", logical value, dtype name, format name)."""
     if isinstance(x, Var):
@@ -187,7 +202,7 @@ def assert_matches_mnn(fn: Callable[..., Any], *args: Any, rtol: float = 1e-5, a
             return fn(*args)
 
         def theirs_call() -> Any:
-            return theirs_fn(*_to_real(args, mnn))
+            return _check_valid(theirs_fn(*_to_real(args, mnn)), mnn)
         label = f"{'mnnjit.' + sub if sub else 'mnnjit'}.{name}"
     else:
         import mnnjit
@@ -196,7 +211,7 @@ def assert_matches_mnn(fn: Callable[..., Any], *args: Any, rtol: float = 1e-5, a
             return fn(mnnjit, *args)
 
         def theirs_call() -> Any:
-            return fn(mnn, *_to_real(args, mnn))
+            return _check_valid(fn(mnn, *_to_real(args, mnn)), mnn)
         label = getattr(fn, "__qualname__", repr(fn))
 
     ours_exc = theirs_exc = None
