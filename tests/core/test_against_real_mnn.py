@@ -69,3 +69,15 @@ def test_random_int_reductions_like_real_mnn(a):
     assert np.array(a).sum() == rnp.array(a).sum()
     assert repr(np.array(a).sum(0)) == repr(rnp.array(a).sum(0))
     assert repr(np.array(a) > 3) == repr(rnp.array(a) > 3)
+
+
+from mnnjit.testing import assert_matches_mnn  # noqa: E402
+from mnnjit.testing import strategies as mst  # noqa: E402
+
+
+@settings(max_examples=25, deadline=None)
+@given(x=mst.arrays(mst.dtypes([F.float, F.int]), mst.shapes(min_dims=2, max_dims=4, max_side=5),
+                    data_format=mst.data_formats(), elements=st.integers(-1000, 1000)))
+def test_random_elementwise_chain_on_every_format_matches_real_mnn(x):
+    # result shape, dtype, data format and values, for Vars of each dtype and format
+    assert_matches_mnn(lambda MNN, v: MNN.numpy.abs(v) * 2 - v // 3, x)

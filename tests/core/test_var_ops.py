@@ -9,8 +9,11 @@ from hypothesis import assume, given
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
+import mnnjit.expr as F
 import mnnjit.numpy as np
 from mnnjit._dtypes import narrow
+from mnnjit.testing import assert_allclose
+from mnnjit.testing import strategies as mst
 
 DTYPES = [onp.float32, onp.int32, onp.uint8, onp.int8]
 
@@ -27,7 +30,7 @@ def arrays(dtype, shape, elements=None):
 
 @st.composite
 def broadcastable_pair(draw):
-    shapes = draw(hnp.mutually_broadcastable_shapes(num_shapes=2, min_dims=0, max_dims=4, max_side=4))
+    shapes = draw(mst.mutually_broadcastable_shapes(num_shapes=2, min_dims=0, max_dims=4, max_side=4))
     da, db = draw(st.sampled_from(DTYPES)), draw(st.sampled_from(DTYPES))
     return draw(arrays(da, shapes.input_shapes[0])), draw(arrays(db, shapes.input_shapes[1]))
 
@@ -118,18 +121,17 @@ def test_reductions(shape, data):
         assert isinstance(got_max, (int, float)) == (axis is None and not keep)
 
 
-@given(a=arrays(onp.float32, hnp.array_shapes(min_dims=0, max_dims=3, max_side=4)))
-def test_unary_and_chain(a):
-    v = np.array(a)
-    got = (-(abs(v) * 2 + 1) ** 2).read()
+@given(v=mst.arrays(F.float, mst.shapes(min_dims=0, max_dims=3, max_side=4), elements=st.floats(-100, 100, width=32)))
+def test_unary_and_chain(v):
+    a = v.read_view()
     want = (-(onp.abs(a) * onp.float32(2) + onp.float32(1)) ** 2).astype(onp.float32)
-    assert_same(got, want)
+    assert_allclose(-(abs(v) * 2 + 1) ** 2, want, rtol=1e-6, atol=1e-6, check_dtype=True)
 
 
-@given(a=arrays(onp.float32, st.just((2, 3))))
-def test_matmul_and_transpose(a):
-    v = np.array(a)
-    assert_same((v @ v.T).read(), a @ a.T)
+@given(v=mst.arrays(F.float, (2, 3), elements=st.floats(-100, 100, width=32)))
+def test_matmul_and_transpose(v):
+    a = v.read_view()
+    assert_allclose(v @ v.T, a @ a.T, rtol=1e-6, atol=1e-6, check_dtype=True)
     assert v.T.shape == [3, 2]
 
 
