@@ -1,27 +1,49 @@
-"""Drawing (in place, returning None as MNN does): line, arrowedLine, circle, rectangle, fillPoly, drawContours.
+"""Drawing, in place and returning None as MNN does: line, arrowedLine, circle, ellipse, rectangle,
+polylines, fillPoly, fillConvexPoly and drawContours.
 
-Shapes are rasterised with whole-array masks over their bounding box (no per-pixel Python): a pixel is
-painted when its centre lies inside the shape (thick lines are capsules, outlines are rings).
+Pixels follow OpenCV's rasterisation rules (``_raster``): fixed-point coordinates with ``shift``
+fractional bits, line types 4, 8 and LINE_AA, ellipses as polygons, OpenCV's thickness rules. Colours are
+OpenCV Scalars (a number is (v, 0, 0, 0)) saturated to the image type. Points may be tuples, lists, arrays
+or Vars; fractional coordinates are truncated, as real MNN does.
 """
 from __future__ import annotations
 
 import math
+import numbers
 from typing import Any, Sequence
 
 import numpy as np
 
+from . import _raster as R
 from ._common import to_numpy
 
-__all__ = ["line", "arrowedLine", "circle", "rectangle", "fillPoly", "drawContours"]
+__all__ = ["line", "arrowedLine", "circle", "ellipse", "rectangle", "polylines", "fillPoly", "fillConvexPoly",
+           "drawContours"]
+
+MAX_THICKNESS = 32767
+_INT32 = 2 ** 31
 
 
+# -------------------------------------------------------------------------------------------- arguments
 def _target(img: Any) -> np.ndarray:
+    """A writable array of the image ([h, w] or [h, w, c]; a batch of one is its image)."""
     from ..var import Var
     if isinstance(img, Var):
-        return np.array(img.read_view())
-    if isinstance(img, np.ndarray):
-        return img
-    raise TypeError(f"img must be an image Var or ndarray, not {type(img).__name__}")
+        arr = np.array(img.read_view())
+    elif isinstance(img, np.ndarray):
+        if not img.flags.writeable:
+            raise ValueError("img: the array is read-only and cannot be drawn on")
+        arr = img
+    else:
+        raise TypeError(f"img must be an image Var or ndarray, not {type(img).__name__}")
+    view = arr[0] if arr.ndim == 4 and arr.shape[0] == 1 else arr
+    if view.ndim not in (2, 3):
+        raise ValueError(f"img must be an image of shape [h, w], [h, w, c] or [1, h, w, c], got {list(arr.shape)}")
+    if view.ndim == 3 and view.shape[2] > 4:
+        raise ValueError(f"drawing supports images of at most 4 channels, got {view.shape[2]}")
+    if view.dtype.kind not in "iuf":
+        raise TypeError(f"img: cannot draw on an image of dtype {view.dtype}")
+    return arr
 
 
 def _commit(img: Any, arr: np.ndarray) -> None:
@@ -30,96 +52,109 @@ def _commit(img: Any, arr: np.ndarray) -> None:
         img.write(arr)
 
 
-def _color(color: Any, cn: int, dtype) -> np.ndarray:
-    vals = [float(v) for v in (np.asarray(to_numpy(color), np.float64).ravel() if not isinstance(color, (int, float))
-                               else [color])]
-    vals = (vals + [0.0] * 4)[:cn]
-    if np.dtype(dtype).kind in "iu":
-        info = np.iinfo(dtype)
-        vals = [min(max(round(v), info.min), info.max) for v in vals]
-    return np.array(vals, dtype)
-
-
-def _paint(arr: np.ndarray, mask: np.ndarray, y0: int, x0: int, color: np.ndarray) -> None:
-    h, w = arr.shape[:2]
-    mh, mw = mask.shape
-    ya, xa = max(y0, 0), max(x0, 0)
-    yb, xb = min(y0 + mh, h), min(x0 + mw, w)
-    if ya >= yb or xa >= xb:
-        return
-    m = mask[ya - y0:yb - y0, xa - x0:xb - x0]
-    view = arr[ya:yb, xa:xb]
-    if arr.ndim == 2:
-        view[m] = color[0]
+def _canvas(arr: np.ndarray, color: Any) -> R.Canvas:
+    """The canvas of an image with ``color`` (an OpenCV Scalar) saturated to its type."""
+    view = arr[0] if arr.ndim == 4 else arr
+    cn = view.shape[2] if view.ndim == 3 else 1
+    if isinstance(color, numbers.Number):
+        vals = [float(color), 0.0, 0.0, 0.0]
     else:
-        view[m] = color
+        vals = [float(v) for v in np.asarray(to_numpy(color), np.float64).ravel()][:4]
+        vals += [0.0] * (4 - len(vals))
+    vals = vals[:cn]
+    dt = view.dtype
+    if dt.kind in "iu":
+        info = np.iinfo(dt)
+        raw = [int(min(max(round(v), info.min), info.max)) if math.isfinite(v) else (info.max if v > 0 else
+               info.min if v < 0 else 0) for v in vals]
+        return R.Canvas(view, np.array(raw, dt))
+    return R.Canvas(view, np.array(vals, np.float64).astype(dt))
 
 
-def _pt(p: Any, shift: int = 0) -> tuple[float, float]:
-    v = np.asarray(to_numpy(p) if not isinstance(p, (list, tuple)) else p, np.float64).ravel()
-    s = float(1 << int(shift)) if shift else 1.0
-    return float(v[0]) / s, float(v[1]) / s
+def _int(v: Any, name: str) -> int:
+    f = float(v)
+    if not math.isfinite(f) or abs(f) >= _INT32:
+        raise ValueError(f"{name} must be a finite 32-bit integer, got {v!r}")
+    return int(f)  # fractional values truncate, as real MNN
 
 
-def _capsule(arr, p1, p2, radius, color):
-    """Paint the set of pixel centres within ``radius`` of segment p1-p2."""
-    x1, y1 = p1
-    x2, y2 = p2
-    r = max(radius, 0.5)
-    x0, xe = int(math.floor(min(x1, x2) - r)), int(math.ceil(max(x1, x2) + r))
-    y0, ye = int(math.floor(min(y1, y2) - r)), int(math.ceil(max(y1, y2) + r))
-    h, w = arr.shape[:2]
-    x0, y0 = max(x0, 0), max(y0, 0)
-    xe, ye = min(xe, w - 1), min(ye, h - 1)
-    if x0 > xe or y0 > ye:
-        return
-    ys, xs = np.mgrid[y0:ye + 1, x0:xe + 1].astype(np.float64)
-    dx, dy = x2 - x1, y2 - y1
-    L2 = dx * dx + dy * dy
-    t = np.clip(((xs - x1) * dx + (ys - y1) * dy) / L2, 0, 1) if L2 > 0 else np.zeros_like(xs)
-    d2 = (xs - x1 - t * dx) ** 2 + (ys - y1 - t * dy) ** 2
-    _paint(arr, d2 <= r * r, y0, x0, color)
+def _point(p: Any, name: str) -> tuple[int, int]:
+    vals = np.asarray(to_numpy(p) if not isinstance(p, (list, tuple)) else p, np.float64).ravel()
+    if vals.size != 2:
+        raise ValueError(f"{name} must be a point (x, y), got {p!r}")
+    return _int(vals[0], name), _int(vals[1], name)
 
 
-def _thin_line(arr, p1, p2, color):
-    """A one-pixel 8-connected line (points rounded along the major axis, as Bresenham)."""
-    x1, y1 = p1
-    x2, y2 = p2
-    n = int(max(abs(round(x2) - round(x1)), abs(round(y2) - round(y1)))) + 1
-    xs = np.rint(np.linspace(x1, x2, n)).astype(np.int64)
-    ys = np.rint(np.linspace(y1, y2, n)).astype(np.int64)
-    h, w = arr.shape[:2]
-    ok = (xs >= 0) & (xs < w) & (ys >= 0) & (ys < h)
-    arr[ys[ok], xs[ok]] = color if arr.ndim == 3 else color[0]
+def _contour(c: Any, name: str) -> list[tuple[int, int]]:
+    """Points of one contour: flat [x0, y0, x1, y1, ...], [n, 2], [n, 1, 2], an ndarray or a Var."""
+    vals = np.asarray(to_numpy(c), np.float64).ravel()
+    if vals.size % 2:
+        raise ValueError(f"{name}: a contour needs (x, y) pairs, got {vals.size} values")
+    if vals.size and (not np.isfinite(vals).all() or np.abs(vals).max() >= _INT32):
+        raise ValueError(f"{name}: contour coordinates must be finite 32-bit integers")
+    v = vals.astype(np.int64).reshape(-1, 2)
+    return [(int(x), int(y)) for x, y in v]
 
 
-def _draw_line(arr, p1, p2, color, thickness):
-    if thickness <= 1:
-        _thin_line(arr, p1, p2, color)
-    else:
-        _capsule(arr, p1, p2, thickness / 2.0, color)
+def _contours(pts: Any, name: str) -> list[list[tuple[int, int]]]:
+    """A list of contours (as OpenCV: an array or Var is one contour, a list holds one per item)."""
+    from ..var import Var
+    if isinstance(pts, (np.ndarray, Var)):
+        return [_contour(pts, name)]
+    if not isinstance(pts, (list, tuple)):
+        raise TypeError(f"{name} must be a list of contours, not {type(pts).__name__}")
+    return [_contour(c, name) for c in pts]
 
 
+def _line_type(lt: Any, arr: np.ndarray) -> int:
+    t = int(lt)
+    if t not in (0, 1, 4, 8) and t < R.LINE_AA:
+        raise ValueError(f"lineType must be cv.LINE_4, cv.LINE_8 or cv.LINE_AA, got {lt}")
+    if t == R.LINE_AA and arr.dtype != np.uint8:  # anti-aliasing is for 8-bit images only
+        t = 8
+    return t
+
+
+def _shift(shift: Any) -> int:
+    s = int(shift)
+    if not 0 <= s <= R.XY_SHIFT:
+        raise ValueError(f"shift must be in [0, {R.XY_SHIFT}], got {shift}")
+    return s
+
+
+def _thickness(t: Any, lo: int = -_INT32) -> int:
+    t = int(t)
+    if not lo <= t <= MAX_THICKNESS:
+        raise ValueError(f"thickness must be in [{max(lo, -1) if lo > -_INT32 else 'any negative'}, "
+                         f"{MAX_THICKNESS}], got {t}")
+    return t
+
+
+# --------------------------------------------------------------------------------------------- functions
 def line(img: Any, pt1: Any, pt2: Any, color: Any, thickness: int = 1, lineType: int = 8, shift: int = 0) -> None:
-    """Draw a segment from pt1 to pt2 (in place)."""
+    """Draw the segment pt1-pt2 (thickness 1..32767, round ends) in place."""
     arr = _target(img)
-    col = _color(color, arr.shape[2] if arr.ndim == 3 else 1, arr.dtype)
-    _draw_line(arr, _pt(pt1, shift), _pt(pt2, shift), col, int(thickness))
+    _line(arr, _point(pt1, "pt1"), _point(pt2, "pt2"), color, _thickness(thickness, 1), lineType, shift)
     _commit(img, arr)
+
+
+def _line(arr, p1, p2, color, thickness, lineType, shift):
+    cv = _canvas(arr, color)
+    R.thick_line(cv, p1, p2, thickness, _line_type(lineType, cv.arr), 3, _shift(shift))
 
 
 def arrowedLine(img: Any, pt1: Any, pt2: Any, color: Any, thickness: int = 1, lineType: int = 8, shift: int = 0,
                 tipLength: float = 0.1) -> None:
-    """Draw an arrow from pt1 to pt2 with a tip of ``tipLength`` times the length (in place)."""
+    """Draw an arrow from pt1 to pt2 whose two tip strokes are ``tipLength`` times its length (in place)."""
     arr = _target(img)
-    col = _color(color, arr.shape[2] if arr.ndim == 3 else 1, arr.dtype)
-    p1, p2 = _pt(pt1, shift), _pt(pt2, shift)
-    _draw_line(arr, p1, p2, col, int(thickness))
-    ang = math.atan2(p1[1] - p2[1], p1[0] - p2[0])
-    tip = tipLength * math.hypot(p2[0] - p1[0], p2[1] - p1[1])
-    for s in (1, -1):
-        q = (round(p2[0] + tip * math.cos(ang + s * math.pi / 4)), round(p2[1] + tip * math.sin(ang + s * math.pi / 4)))
-        _draw_line(arr, p2, q, col, int(thickness))
+    p1, p2 = _point(pt1, "pt1"), _point(pt2, "pt2")
+    t = _thickness(thickness, 1)
+    tip = math.hypot(p1[0] - p2[0], p1[1] - p2[1]) * float(tipLength)
+    _line(arr, p1, p2, color, t, lineType, shift)
+    angle = math.atan2(p1[1] - p2[1], p1[0] - p2[0])
+    for turn in (math.pi / 4, -math.pi / 4):
+        p = (R.cv_round(p2[0] + tip * math.cos(angle + turn)), R.cv_round(p2[1] + tip * math.sin(angle + turn)))
+        _line(arr, p, p2, color, t, lineType, shift)
     _commit(img, arr)
 
 
@@ -127,101 +162,171 @@ def circle(img: Any, center: Any, radius: int, color: Any, thickness: int = 1, l
            shift: int = 0) -> None:
     """Draw a circle (filled when thickness < 0) in place."""
     arr = _target(img)
-    col = _color(color, arr.shape[2] if arr.ndim == 3 else 1, arr.dtype)
-    cx, cy = _pt(center, shift)
-    r = float(radius) / (1 << int(shift)) if shift else float(radius)
-    t = int(thickness)
-    outer = r + (max(t, 1) / 2.0 if t >= 0 else 0) + 0.5
-    x0, y0 = int(math.floor(cx - outer)), int(math.floor(cy - outer))
-    size = int(math.ceil(2 * outer)) + 2
-    ys, xs = np.mgrid[y0:y0 + size, x0:x0 + size].astype(np.float64)
-    d = np.hypot(xs - cx, ys - cy)
-    if t < 0:
-        mask = d <= r + 0.5
+    cv = _canvas(arr, color)
+    cx, cy = _point(center, "center")
+    r = _int(radius, "radius")
+    if r < 0:
+        raise ValueError(f"radius must be >= 0, got {radius}")
+    t, lt, s = _thickness(thickness), _line_type(lineType, cv.arr), _shift(shift)
+    if t > 1 or lt != 8 or s > 0:
+        up = R.XY_SHIFT - s
+        R.ellipse_ex(cv, (cx << up, cy << up), (r << up, r << up), 0, 0, 360, t, lt)
     else:
-        half = max(t, 1) / 2.0
-        mask = np.abs(d - r) <= max(half, 0.5)
-    _paint(arr, mask, y0, x0, col)
+        R.circle_mid(cv, cx, cy, r, t < 0)
     _commit(img, arr)
 
 
-def rectangle(img: Any, pt1: Any, pt2: Any, color: Any, thickness: int = 1, lineType: int = 8,
+def _is_box(v: Any) -> bool:
+    """Whether ``v`` is a rotated rectangle ((cx, cy), (w, h), angle)."""
+    return isinstance(v, (list, tuple)) and len(v) == 3 and np.size(v[0]) == 2 and np.size(v[1]) == 2
+
+
+def ellipse(img: Any, center: Any, axes: Any, angle: Any = None, startAngle: Any = None, endAngle: Any = None,
+            color: Any = None, thickness: int = 1, lineType: int = 8, shift: int = 0) -> None:
+    """Draw an elliptic arc, or an ellipse inscribed in a rotated rectangle (in place).
+
+    ``ellipse(img, center, axes, angle, startAngle, endAngle, color, thickness=1, lineType=LINE_8, shift=0)``
+    (angles in degrees, rounded to integers), or ``ellipse(img, box, color, thickness=1, lineType=LINE_8)``
+    with ``box`` = ((cx, cy), (width, height), angle)."""
+    arr = _target(img)
+    if _is_box(center):
+        box, color = center, axes
+        thickness = thickness if angle is None else angle
+        lineType = lineType if startAngle is None else startAngle
+        cv = _canvas(arr, color)
+        _box_ellipse(cv, box, _thickness(thickness), _line_type(lineType, cv.arr))
+    else:
+        if angle is None or startAngle is None or endAngle is None or color is None:
+            raise TypeError("ellipse needs center, axes, angle, startAngle, endAngle and color (or box, color)")
+        cv = _canvas(arr, color)
+        cx, cy = _point(center, "center")
+        aw, ah = _point(axes, "axes")
+        if aw < 0 or ah < 0:
+            raise ValueError(f"axes must be >= 0, got {axes!r}")
+        s = _shift(shift)
+        up = R.XY_SHIFT - s
+        R.ellipse_ex(cv, (cx << up, cy << up), (aw << up, ah << up), R.cv_round(float(angle)),
+                     R.cv_round(float(startAngle)), R.cv_round(float(endAngle)), _thickness(thickness),
+                     _line_type(lineType, cv.arr))
+    _commit(img, arr)
+
+
+def _box_ellipse(cv: R.Canvas, box: Any, thickness: int, lt: int) -> None:
+    (bx, by), (bw, bh), ba = box
+    f = np.float32  # a rotated rectangle holds float32 values
+    bx, by, bw, bh = f(bx), f(by), f(bw), f(bh)
+    if not all(math.isfinite(float(v)) for v in (bx, by, bw, bh, ba)) or bw < 0 or bh < 0:
+        raise ValueError(f"box must have a finite centre and non-negative size, got {box!r}")
+    cx, cy = R.cv_round(float(bx)), R.cv_round(float(by))
+    cx = (cx << R.XY_SHIFT) + R.cv_round(float((bx - f(cx)) * f(R.XY_ONE)))
+    cy = (cy << R.XY_SHIFT) + R.cv_round(float((by - f(cy)) * f(R.XY_ONE)))
+    aw, ah = R.cv_round(float(bw)), R.cv_round(float(bh))
+    aw = (aw << (R.XY_SHIFT - 1)) + R.cv_round(float((bw - f(aw)) * f(R.HALF)))
+    ah = (ah << (R.XY_SHIFT - 1)) + R.cv_round(float((bh - f(ah)) * f(R.HALF)))
+    R.ellipse_ex(cv, (cx, cy), (aw, ah), R.cv_round(float(ba)), 0, 360, thickness, lt)
+
+
+def rectangle(img: Any, *args: Any, **kwargs: Any) -> None:
+    """Draw an up-right rectangle (filled when thickness < 0) in place:
+    ``rectangle(img, pt1, pt2, color, thickness=1, lineType=LINE_8, shift=0)`` with opposite corners, or
+    ``rectangle(img, rec, color, thickness=1, lineType=LINE_8, shift=0)`` with rec = (x, y, w, h)."""
+    first = args[0] if args else kwargs.get("rec", kwargs.get("pt1"))
+    is_rec = first is not None and np.size(to_numpy(first) if not isinstance(first, (list, tuple)) else first) == 4
+    names = (["rec"] if is_rec else ["pt1", "pt2"]) + ["color", "thickness", "lineType", "shift"]
+    if len(args) > len(names):
+        raise TypeError(f"rectangle takes at most {len(names)} arguments after img, got {len(args)}")
+    a = dict(zip(names, args))
+    for k, v in kwargs.items():
+        if k not in names or k in a:
+            raise TypeError(f"rectangle: unexpected or repeated argument {k!r}")
+        a[k] = v
+    if "color" not in a:
+        raise TypeError("rectangle needs a color")
+    arr = _target(img)
+    view = arr[0] if arr.ndim == 4 else arr
+    s = _shift(a.get("shift", 0))
+    if is_rec:
+        x, y, w, h = [_int(v, "rec") for v in np.asarray(to_numpy(a["rec"]), np.float64).ravel()]
+        one = 1 << s  # as OpenCV: crop to just around the image, then corners tl and br - (1, 1)
+        x1, y1 = max(x, -one), max(y, -one)
+        x2, y2 = min(x + w, -one + ((view.shape[1] + 2) << s)), min(y + h, -one + ((view.shape[0] + 2) << s))
+        if x2 <= x1 or y2 <= y1:
+            return
+        p1, p2 = (x1, y1), (x2 - one, y2 - one)
+    else:
+        if "pt1" not in a or "pt2" not in a:
+            raise TypeError("rectangle needs pt1 and pt2 (or rec)")
+        p1, p2 = _point(a["pt1"], "pt1"), _point(a["pt2"], "pt2")
+    cv = _canvas(arr, a["color"])
+    t, lt = _thickness(a.get("thickness", 1)), _line_type(a.get("lineType", 8), cv.arr)
+    quad = [p1, (p2[0], p1[1]), p2, (p1[0], p2[1])]
+    if t >= 0:
+        R.polyline(cv, quad, True, t, lt, s)
+    else:
+        R.fill_convex(cv, quad, lt, s)
+    _commit(img, arr)
+
+
+def polylines(img: Any, pts: Any, isClosed: bool, color: Any, thickness: int = 1, lineType: int = 8,
               shift: int = 0) -> None:
-    """Draw an up-right rectangle with opposite corners pt1, pt2 (filled when thickness < 0) in place."""
+    """Draw one or more polygonal chains (closed when isClosed) in place."""
     arr = _target(img)
-    col = _color(color, arr.shape[2] if arr.ndim == 3 else 1, arr.dtype)
-    (x1, y1), (x2, y2) = _pt(pt1, shift), _pt(pt2, shift)
-    xa, xb = int(round(min(x1, x2))), int(round(max(x1, x2)))
-    ya, yb = int(round(min(y1, y2))), int(round(max(y1, y2)))
-    t = int(thickness)
-    if t < 0:
-        mask = np.ones((yb - ya + 1, xb - xa + 1), bool)
-        _paint(arr, mask, ya, xa, col)
-    else:
-        for a, b in (((xa, ya), (xb, ya)), ((xb, ya), (xb, yb)), ((xb, yb), (xa, yb)), ((xa, yb), (xa, ya))):
-            if t <= 1:
-                _thin_line(arr, a, b, col)
-            else:
-                h = t / 2.0
-                lx, hx = min(a[0], b[0]) - h, max(a[0], b[0]) + h
-                ly, hy = min(a[1], b[1]) - h, max(a[1], b[1]) + h
-                y0, x0 = int(math.ceil(ly - 0.5)), int(math.ceil(lx - 0.5))
-                mask = np.ones((int(math.floor(hy + 0.5)) - y0, int(math.floor(hx + 0.5)) - x0), bool)
-                _paint(arr, mask, y0, x0, col)
+    cv = _canvas(arr, color)
+    t, lt, s = _thickness(thickness, 0), _line_type(lineType, cv.arr), _shift(shift)
+    for c in _contours(pts, "pts"):
+        R.polyline(cv, c, bool(isClosed), t, lt, s)
     _commit(img, arr)
 
 
-def _poly_mask(polys: list[np.ndarray], h: int, w: int) -> tuple[np.ndarray, int, int]:
-    """Even-odd fill of polygons (pixel centres, edges included) over their common bounding box."""
-    allp = np.concatenate(polys)
-    x0, y0 = max(int(np.floor(allp[:, 0].min())), 0), max(int(np.floor(allp[:, 1].min())), 0)
-    x1, y1 = min(int(np.ceil(allp[:, 0].max())), w - 1), min(int(np.ceil(allp[:, 1].max())), h - 1)
-    if x0 > x1 or y0 > y1:
-        return np.zeros((0, 0), bool), 0, 0
-    ys, xs = np.mgrid[y0:y1 + 1, x0:x1 + 1].astype(np.float64)
-    inside = np.zeros(xs.shape, bool)
-    for p in polys:
-        q = np.roll(p, -1, axis=0)
-        for (ax, ay), (bx, by) in zip(p, q):  # loop over polygon edges, vectorised over pixels
-            if ay == by:
-                continue
-            cond = (ay > ys) != (by > ys)
-            xint = ax + (ys - ay) * (bx - ax) / (by - ay)
-            inside ^= cond & (xs < xint)
-    return inside, y0, x0
-
-
-def fillPoly(img: Any, contours: Sequence[Any], color: Any, lineType: int = 8, shift: int = 0,
-             offset: Any = (0, 0)) -> None:
-    """Fill the area bounded by one or more polygons (even-odd rule) in place; edges are drawn too."""
+def fillPoly(img: Any, pts: Any, color: Any, lineType: int = 8, shift: int = 0, offset: Any = (0, 0)) -> None:
+    """Fill the area bounded by one or more polygons (even-odd rule, outlines included) in place."""
     arr = _target(img)
-    col = _color(color, arr.shape[2] if arr.ndim == 3 else 1, arr.dtype)
-    s = float(1 << int(shift)) if shift else 1.0
-    off = np.asarray(offset if offset is not None else (0, 0), np.float64)
-    polys = [np.asarray(to_numpy(c), np.float64).reshape(-1, 2) / s + off for c in contours]
-    polys = [p for p in polys if len(p)]
-    if polys:
-        mask, y0, x0 = _poly_mask(polys, arr.shape[0], arr.shape[1])
-        _paint(arr, mask, y0, x0, col)
-        for p in polys:
-            for a, b in zip(p, np.roll(p, -1, axis=0)):
-                _thin_line(arr, tuple(a), tuple(b), col)
+    cv = _canvas(arr, color)
+    lt, s = _line_type(lineType, cv.arr), _shift(shift)
+    off = (0, 0) if offset is None else _point(offset, "offset")
+    edges: list = []
+    for c in _contours(pts, "pts"):
+        R.collect_edges(cv, c, edges, lt, s, off)
+    R.fill_edges(cv, edges, lt)
+    _commit(img, arr)
+
+
+def fillConvexPoly(img: Any, points: Any, color: Any, lineType: int = 8, shift: int = 0) -> None:
+    """Fill a convex polygon (faster than fillPoly; a non-convex one is filled row by row between its
+    left and right chains, as OpenCV) in place."""
+    arr = _target(img)
+    cv = _canvas(arr, color)
+    R.fill_convex(cv, _contour(points, "points"), _line_type(lineType, cv.arr), _shift(shift))
     _commit(img, arr)
 
 
 def drawContours(img: Any, contours: Sequence[Any], contourIdx: int, color: Any, thickness: int = 1,
-                 lineType: int = 8) -> None:
-    """Draw contour outlines (or fill them when thickness < 0); contourIdx < 0 draws all (in place)."""
+                 lineType: int = 8, hierarchy: Any = None, maxLevel: int = 2 ** 31 - 1,
+                 offset: Any = (0, 0)) -> None:
+    """Draw closed contour outlines, or fill them (thickness < 0, even-odd over all drawn contours);
+    contourIdx < 0 draws every contour (in place). ``hierarchy`` is not supported (MNN has none)."""
     arr = _target(img)
-    col = _color(color, arr.shape[2] if arr.ndim == 3 else 1, arr.dtype)
-    idx = range(len(contours)) if int(contourIdx) < 0 else [int(contourIdx)]
-    polys = [np.asarray(to_numpy(contours[i]), np.float64).reshape(-1, 2) for i in idx]
-    if int(thickness) < 0:
-        polys = [p for p in polys if len(p)]
-        if polys:
-            mask, y0, x0 = _poly_mask(polys, arr.shape[0], arr.shape[1])
-            _paint(arr, mask, y0, x0, col)
-    for p in polys:
-        for a, b in zip(p, np.roll(p, -1, axis=0)):
-            _draw_line(arr, tuple(a), tuple(b), col, max(int(thickness), 1))
+    if hierarchy is not None and int(maxLevel) != 0:
+        raise NotImplementedError("drawContours: drawing by hierarchy is not supported; pass hierarchy=None")
+    if not isinstance(contours, (list, tuple)):
+        contours = [contours]
+    n = len(contours)
+    idx = int(contourIdx)
+    if idx >= n:
+        raise ValueError(f"contourIdx {idx} is out of range for {n} contours")
+    cv = _canvas(arr, color)
+    t, lt = _thickness(thickness), _line_type(lineType, cv.arr)
+    ox, oy = (0, 0) if offset is None else _point(offset, "offset")
+    edges: list = []
+    for i in (range(n) if idx < 0 else [idx]):
+        pts = [(x + ox, y + oy) for x, y in _contour(contours[i], "contours")]
+        if not pts:
+            continue
+        if t >= 0:
+            for a, b in zip(pts, pts[1:] + pts[:1]):
+                R.thick_line(cv, a, b, t, lt, 2, 0)
+        else:
+            R.collect_edges(cv, pts, edges, lt, 0)
+    if t < 0:
+        R.fill_edges(cv, edges, lt)
     _commit(img, arr)
