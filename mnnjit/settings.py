@@ -95,9 +95,17 @@ def set_serial_threshold(n: int | None) -> int:
     global _serial
     prev = serial_threshold()
     _serial = None if n is None else max(0, int(n))
-    from . import executor
-    executor.clear_plan_cache()
+    _changed()
     return prev
+
+
+#: Called when a threshold changes (the compiler registers its plan-cache reset: plans depend on them).
+on_threshold_change: list = []
+
+
+def _changed() -> None:
+    for fn in on_threshold_change:
+        fn()
 
 
 def set_threshold(n: int | None) -> int:
@@ -111,8 +119,7 @@ def set_threshold(n: int | None) -> int:
         _threshold, _jit_enabled = _parse_threshold()
     else:
         _threshold, _jit_enabled = max(0, int(n)), True
-    from . import executor
-    executor.clear_plan_cache()
+    _changed()
     return prev
 
 

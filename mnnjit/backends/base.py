@@ -123,6 +123,13 @@ class Backend(ABC):
     def set_num_threads(self, n: int) -> None:
         """Use ``n`` worker threads (backends without threads ignore it)."""
 
+    def num_threads(self) -> int:
+        """The worker threads this backend uses."""
+        return 1
+
+    def clear_caches(self, disk: bool = False) -> None:
+        """Forget compiled kernels kept in memory (and on disk when ``disk``)."""
+
     def plan_key(self) -> tuple:
         """The settings a compiled graph depends on (thread count, device): part of its cache key."""
         return (self.name,)

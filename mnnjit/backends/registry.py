@@ -52,7 +52,10 @@ def backend_class(name: str) -> type[Backend]:
         module = importlib.import_module(MODULES[name])
     except ImportError as exc:
         raise BackendUnavailable(f"backend {name!r} cannot be imported: {exc}") from exc
-    return module.BACKEND
+    cls = getattr(module, "BACKEND", None)
+    if cls is None:
+        raise BackendUnavailable(f"backend {name!r}: {MODULES[name]} defines no BACKEND")
+    return cls
 
 
 def get(name: str) -> Backend:

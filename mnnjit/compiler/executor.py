@@ -19,6 +19,7 @@ from collections import OrderedDict
 
 import numpy as np
 
+from ..concurrency import launch_guard
 from ..graph import Node, topo_order
 from .. import settings as config
 from ..settings import counters
@@ -43,6 +44,9 @@ def clear_plan_cache() -> None:
     """Forget all cached plans (step plans and lowered expression graphs)."""
     _plans.clear()
     lower.clear_cache()
+
+
+config.on_threshold_change.append(clear_plan_cache)
 
 
 def _work(node: Node) -> int:
@@ -112,7 +116,10 @@ def evaluate(roots: list[Node]) -> None:
                 work = v.size
         if ready and (work < thr or node.op in _DIRECT):
             be = None if (work < KERNEL_MIN or node.op in _NO_HW) else _handwritten(node)
-            out = be.run_op(node, args) if be is not None else None
+            out = None
+            if be is not None:
+                with launch_guard():
+                    out = be.run_op(node, args)
             if out is not None:
                 out = _check(node, be.to_host(out))
                 counters["handwritten_runs"] += 1
@@ -139,8 +146,9 @@ def evaluate(roots: list[Node]) -> None:
         return
     from .plan import build_plan, describe, trace
     tr = trace(roots, order)
-    if lower.run_expression_graph(tr.order, roots, tr.key):
-        return
+    with launch_guard():
+        if lower.run_expression_graph(tr.order, roots, tr.key):
+            return
     with _lock:
         plan = _plans.get(tr.key)
         if plan is None:
@@ -155,7 +163,8 @@ def evaluate(roots: list[Node]) -> None:
             _plans.move_to_end(tr.key)
             counters["plan_cache_hits"] += 1
     before = counters["kernels_compiled"], counters["kernel_disk_hits"]
-    plan.run(tr.order, backend())
+    with launch_guard():
+        plan.run(tr.order, backend())
     if config.debug() and (counters["kernels_compiled"], counters["kernel_disk_hits"]) != before:
         print(f"[mnnjit] kernels compiled: {counters['kernels_compiled'] - before[0]}, "
               f"loaded from the disk cache: {counters['kernel_disk_hits'] - before[1]}", file=sys.stderr)
@@ -166,9 +175,8 @@ def explain(*values) -> str:
 
     Nothing is computed. Counters (``mnnjit.compiler.counters``) report kernels compiled and cache hits.
     """
-    from ..var import Var
     from .plan import build_plan, describe, trace
-    nodes = [v._node if isinstance(v, Var) else v for v in values]
+    nodes = [getattr(v, "_node", v) for v in values]  # Vars (the front ends' handle) or nodes
     todo = [n for n in nodes if n.value is None]
     if not todo:
         return "plan: nothing to compute (values are known)"

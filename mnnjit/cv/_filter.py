@@ -12,14 +12,13 @@ from .._dtypes import F32, I32, U8
 from ..ops import build as B
 from ._common import as_hwc, image_node, image_var, keep_shape, out_var, plane_out, raw_image_node, size2, to_numpy
 from ._geometry import cv_border
+from ..ops.image_filter import gaussian_kernel
 
 __all__ = ["blur", "boxFilter", "sqrBoxFilter", "GaussianBlur", "getGaussianKernel", "Sobel", "Scharr",
            "Laplacian", "getDerivKernels", "spatialGradient", "filter2D", "sepFilter2D", "erode", "dilate",
            "getStructuringElement", "bilateralFilter", "pyrDown", "pyrUp", "getGaborKernel", "threshold",
            "adaptiveThreshold"]
 
-_SMALL_GAUSS = {1: [1.0], 3: [0.25, 0.5, 0.25], 5: [0.0625, 0.25, 0.375, 0.25, 0.0625],
-                7: [0.03125, 0.109375, 0.21875, 0.28125, 0.21875, 0.109375, 0.03125]}
 _DEPTH = {-1: None, 0: U8, 3: I32, 4: I32, 5: F32, 6: F32}
 
 
@@ -30,19 +29,6 @@ def _ddepth(ddepth: int, src_dtype: np.dtype) -> np.dtype:
         raise ValueError(f"unsupported ddepth {ddepth}: use -1, cv.CV_8U, cv.CV_16S, cv.CV_32S or cv.CV_32F") \
             from None
     return src_dtype if dt is None else dt
-
-
-def gaussian_kernel(ksize: int, sigma: float) -> np.ndarray:
-    """OpenCV's getGaussianKernel values (float64)."""
-    ksize = int(ksize)
-    if ksize <= 0 or ksize % 2 == 0:
-        raise ValueError(f"Gaussian kernel size must be odd and positive, got {ksize}")
-    if sigma <= 0 and ksize in _SMALL_GAUSS:
-        return np.array(_SMALL_GAUSS[ksize], np.float64)
-    s = sigma if sigma > 0 else ((ksize - 1) * 0.5 - 1) * 0.3 + 0.8
-    x = np.arange(ksize, dtype=np.float64) - (ksize - 1) * 0.5
-    k = np.exp(-(x * x) / (2 * s * s))
-    return k / k.sum()
 
 
 def getGaussianKernel(ksize: int, sigma: float):
@@ -164,9 +150,10 @@ def Sobel(src: Any, ddepth: int, dx: int, dy: int, ksize: int = 3, scale: float 
 
 
 def Scharr(src: Any, ddepth: int, dx: int, dy: int, scale: float = 1.0, delta: float = 0.0, borderType: int = 1):
-    """Scharr 3x3 derivative (dx + dy must be 1)."""
-    if int(dx) + int(dy) != 1:
-        raise ValueError("Scharr: exactly one of dx, dy must be 1")
+    """Scharr 3x3 derivative (dx, dy in 0/1). dx = dy = 1 (OpenCV refuses it) filters with [-1, 0, 1] both
+    ways, as real MNN does for its documented ``cv.Scharr(img, -1, 1, 1)``."""
+    if int(dx) not in (0, 1) or int(dy) not in (0, 1) or int(dx) + int(dy) == 0:
+        raise ValueError(f"Scharr: dx and dy must be 0 or 1 and not both 0, got ({dx}, {dy})")
     return Sobel(src, ddepth, dx, dy, -1, scale, delta, borderType)
 
 

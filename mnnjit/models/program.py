@@ -11,13 +11,14 @@ compiled form keyed by those nodes.
 from __future__ import annotations
 
 import os
+import threading
 from dataclasses import dataclass
 from typing import Any, Sequence
 
 import numpy as np
 
 from .. import runtime
-from ..graph import Node, bump_write_counter, topo_order
+from ..graph import Node, topo_order
 from ..ops import registry
 from .simplify import simplify
 from .translate import MNN_DTYPES, Ctx, NeedsValuesError, Translator
@@ -123,16 +124,36 @@ class Program:
         tr.run(tensors, self.outputs)
         return [tensors[t] for t in self.outputs]
 
+    def has_conv_work(self) -> bool:
+        """Whether the net has convolutions (ops a backend's graph lowering takes over)."""
+        hit = self.__dict__.get("_has_conv")
+        if hit is None:
+            hit = self._has_conv = any(op.type in ("Convolution", "ConvolutionDepthwise")
+                                       for op in self.net.oplists)
+        return hit
+
     def plan(self, signature: tuple) -> "ExecutionPlan":
         """The execution plan for an input signature ((shape, dtype, fmt) per input), cached (the
-        :data:`MAX_PLANS` most recently used ones)."""
-        plan = self._plans.pop(signature, None)
-        if plan is None:
-            plan = ExecutionPlan(self, signature)
-            while len(self._plans) >= MAX_PLANS:
-                self._plans.pop(next(iter(self._plans)))
-        self._plans[signature] = plan
+        :data:`MAX_PLANS` most recently used ones). Thread-safe: one plan per signature is
+        built, whichever threads ask for it at once."""
+        with plan_lock(self):
+            plan = self._plans.pop(signature, None)
+            if plan is None:
+                plan = ExecutionPlan(self, signature)
+                while len(self._plans) >= MAX_PLANS:
+                    self._plans.pop(next(iter(self._plans)))
+            self._plans[signature] = plan
         return plan
+
+
+def plan_lock(program: Any) -> threading.RLock:
+    """The lock guarding a program's plan caches (its plans per signature and what the compiler
+    lowered from them): held while one is looked up or built, never while a plan runs."""
+    lock = program.__dict__.get("_plan_lock")
+    if lock is None:
+        # dict.setdefault is atomic: two threads asking at once get the same lock
+        lock = program.__dict__.setdefault("_plan_lock", threading.RLock())
+    return lock
 
 
 def output_format(node: Node) -> str:
@@ -142,11 +163,22 @@ def output_format(node: Node) -> str:
 
 
 class ExecutionPlan:
-    """The translated graph for one input signature, with a lean evaluation loop."""
+    """The translated graph for one input signature, with a lean evaluation loop.
+
+    Any number of threads may run one plan at once. The lean tiers keep every value of a call
+    in locals (the step loop, the generated function, the compiled kernel: fresh arrays per
+    call). The graph path writes placeholders and caches values on nodes, so each concurrent
+    call takes a copy of the graph of its own (:class:`_GraphCopy`: placeholders and the nodes
+    depending on them, sharing the weights and the compiled plans), from a free list that holds
+    as many copies as calls have ever run at once."""
 
     def __init__(self, program: Program, signature: tuple):
         self.program = program
         self.signature = signature
+        #: guards the one-time switches between tiers
+        self._lock = threading.Lock()
+        #: idle graph copies for the graph path (see the class docstring)
+        self._graphs: list[_GraphCopy] = []
         self.placeholders = [Node("placeholder", (), {}, tuple(shape), np.dtype(dt), fmt, name=spec.name)
                              for spec, (shape, dt, fmt) in zip(program.inputs, signature)]
         self.dynamic = False
@@ -178,6 +210,7 @@ class ExecutionPlan:
         self.order = order
         self._fast = None
         self.lean: bool | None = None
+        self._graphs = [_GraphCopy(self.placeholders, self.outputs)]
 
     def run(self, arrays: list[np.ndarray]) -> list[np.ndarray]:
         """Evaluate the plan on input arrays (already of the signature's shapes and dtypes)."""
@@ -189,13 +222,14 @@ class ExecutionPlan:
             if self._fast is not None:
                 return self._fast(arrays)
             return self._run_steps(arrays)
-        for p, a in zip(self.placeholders, arrays):
-            p.value = a
-        bump_write_counter()
-        from ..backends import registry
-        with registry.current().run_context():
-            runtime.evaluate(self.outputs)
-        return [o.value for o in self.outputs]
+        try:
+            graph = self._graphs.pop()      # (list.pop is atomic: no lock on the hot path)
+        except IndexError:                  # every copy is running: another one for this call
+            graph = _GraphCopy.copy_of(self.placeholders, self.outputs)
+        try:
+            return graph.run(arrays)
+        finally:
+            self._graphs.append(graph)
 
     def _run_steps(self, arrays: list[np.ndarray]) -> list[np.ndarray]:
         vals = list(self.init)
@@ -212,30 +246,40 @@ class ExecutionPlan:
                     if v.shape != shape:
                         v, fixed = v.reshape(shape), True
                 vals[out] = v
-        if not fixed:  # every step gave its node's dtype and shape: later runs skip the checks
-            self._fast = self._generate()
-            # later calls of ``plan.run`` go straight to the generated function (no dispatch), and
-            # count towards compiling the plan into one kernel first (the setting is read at the
-            # next call: a single forward imports nothing more)
-            self._hot = None
-            self.run = self._warm  # type: ignore[method-assign]
+        if not fixed and self._fast is None:
+            # every step gave its node's dtype and shape: later runs skip the checks (once, when
+            # threads finish their first runs together)
+            with self._lock:
+                if self._fast is None:
+                    # later calls of ``plan.run`` go straight to the generated function (no
+                    # dispatch), and count towards compiling the plan into one kernel first (the
+                    # setting is read at the next call: a single forward imports nothing more)
+                    self._hot = None
+                    self.run = self._warm  # type: ignore[method-assign]
+                    self._fast = self._generate()
         return [vals[s] for s in self.out_slots]
 
     def _warm(self, arrays: list[np.ndarray]) -> list[np.ndarray]:
         """``run`` while the plan is warming up: the generated function, and after
         ``MNNJIT_PLAN_KERNEL_CALLS`` forwards the switch to one compiled kernel when it takes the plan."""
-        if self._hot is None:
-            self._hot = _plan_kernel_calls()
-            if self._hot is None:  # never: straight to the generated function from now on
+        hot = self._hot
+        if hot is None:
+            hot = _plan_kernel_calls()
+            if hot is None:  # never: straight to the generated function from now on
                 self.run = self._fast  # type: ignore[method-assign]
                 return self._fast(arrays)
-        self._hot -= 1
-        if self._hot < 0:
-            self.run = self._fast  # type: ignore[method-assign]
-            compiled = self._compile_kernel(arrays)
-            if compiled is not None:
-                self.run = compiled  # type: ignore[method-assign]
-                return compiled(arrays)
+        self._hot = hot = hot - 1
+        # one thread compiles; the others keep running the generated function meanwhile
+        if hot < 0 and self._lock.acquire(blocking=False):
+            try:
+                if self.__dict__.get("run") == self._warm:
+                    self.run = self._fast  # type: ignore[method-assign]
+                    compiled = self._compile_kernel(arrays)
+                    if compiled is not None:
+                        self.run = compiled  # type: ignore[method-assign]
+                        return compiled(arrays)
+            finally:
+                self._lock.release()
         return self._fast(arrays)
 
     def _compile_kernel(self, arrays: list[np.ndarray]):
@@ -257,14 +301,62 @@ class ExecutionPlan:
         return generate(self.steps, self.init, self.feed_slots, self.out_slots, self.order)
 
     def _run_dynamic(self, arrays: list[np.ndarray]) -> list[np.ndarray]:
+        # fresh placeholders: nothing computed before depends on them, so no cached value
+        # anywhere is invalidated (no write-counter bump, which would also invalidate values other
+        # threads are computing)
         feeds = [Node("placeholder", (), {}, p.shape, p.dtype, p.fmt, name=p.name) for p in self.placeholders]
         for p, a in zip(feeds, arrays):
             p.value = a
-        bump_write_counter()
         outs = self.program.translate(feeds, dynamic=True)
         runtime.evaluate(outs)
         self.out_fmts = [output_format(o) for o in outs]
-        return [o.value for o in outs]
+        # (``_value``: this call's nodes were just computed; another thread's write elsewhere
+        # must not make them read as stale)
+        return [o._value for o in outs]
+
+
+class _GraphCopy:
+    """One caller's view of a plan's graph: its placeholders and output nodes. The plan's own
+    graph is the first copy; more are made for calls running at once (:meth:`copy_of`)."""
+
+    __slots__ = ("placeholders", "outputs", "computed")
+
+    def __init__(self, placeholders: list[Node], outputs: list[Node]) -> None:
+        self.placeholders, self.outputs = placeholders, outputs
+        #: outputs whose cached value depends on the inputs (cleared before each run)
+        self.computed = [o for o in outputs if o.live and o.op != "placeholder"]
+
+    @classmethod
+    def copy_of(cls, placeholders: list[Node], outputs: list[Node]) -> "_GraphCopy":
+        """New placeholders and new nodes for everything depending on them; constants and other
+        input-independent nodes (the weights) are shared."""
+        new: dict[int, Node] = {}
+        for p in placeholders:
+            new[id(p)] = Node("placeholder", (), {}, p.shape, p.dtype, p.fmt, name=p.name)
+        for n in topo_order(outputs, stop_at_values=False):
+            if id(n) in new or not n.live:
+                continue
+            new[id(n)] = Node(n.op, tuple(new.get(id(i), i) for i in n.inputs), n.attrs, n.shape,
+                              n.dtype, n.fmt, name=n.name)
+        return cls([new[id(p)] for p in placeholders], [new.get(id(o), o) for o in outputs])
+
+    def run(self, arrays: list[np.ndarray]) -> list[np.ndarray]:
+        """Evaluate the outputs on these input arrays (only this caller uses this copy now)."""
+        # the outputs' values of the previous run are dropped here rather than by bumping the
+        # global write counter, which would also invalidate values other threads are computing
+        for o in self.computed:
+            o._value = None
+        for p, a in zip(self.placeholders, arrays):
+            p.value = a
+        try:
+            from ..backends import registry
+            with registry.current().run_context():
+                runtime.evaluate(self.outputs)
+            # (``_value``: computed just now from these placeholders, whatever was written since)
+            return [o._value for o in self.outputs]
+        finally:
+            for p in self.placeholders:
+                p._value = None     # the caller's input is not kept alive by the plan
 
 
 def _lean(plan: ExecutionPlan) -> bool:

@@ -30,6 +30,10 @@ def _set_threads(n: int) -> None:
             pass
 
 
+def _true() -> bool:
+    return True
+
+
 class _OnBackend:
     """A model plan run with backend ``name`` active on the calling thread (the steps a lowered
     graph left to the compiler, and a step plan's kernels, then run there)."""
@@ -67,11 +71,13 @@ class _Module:
         self._rt = runtime_manager
         self._name = name
         self._training = False
-        self._last_sig: tuple | None = None
-        self._last_plan: ExecutionPlan | None = None
-        #: Per input (shape, dtype, fmt) of the Vars of the last call when they fed the last plan
-        #: unchanged (no cast or layout conversion): a call matching them skips ``_prepare``.
-        self._fast_keys: tuple | None = None
+        #: (signature, plan) of the last call. One tuple, read and replaced whole: threads
+        #: calling with other signatures never pair one's signature with another's plan.
+        self._last: tuple | None = None
+        #: (keys, plan): per input (shape, dtype, fmt) of the Vars of the last call when they fed
+        #: that plan unchanged (no cast or layout conversion): a call matching them skips
+        #: ``_prepare`` and runs that plan. One tuple, as ``_last``.
+        self._fast_path: tuple | None = None
         self._params: list[Var] = []
         #: Worker threads for compiled kernels (RuntimeManager numThread / thread_num), 0 = default.
         self._threads = runtime_manager.num_thread if runtime_manager is not None else 0
@@ -128,20 +134,39 @@ class _Module:
             arrays.append(arr)
         return tuple(sig), arrays, None if keys is None else tuple(keys)
 
+    @property
+    def _last_sig(self) -> tuple | None:
+        last = self._last
+        return None if last is None else last[0]
+
+    @property
+    def _last_plan(self) -> ExecutionPlan | None:
+        """The plan of the last call (for tests and benchmarks)."""
+        last = self._last
+        return None if last is None else last[1]
+
+    @property
+    def _fast_keys(self) -> tuple | None:
+        fast = self._fast_path
+        return None if fast is None else fast[0]
+
     def _plan(self, sig: tuple) -> ExecutionPlan:
-        if sig == self._last_sig:
-            return self._last_plan
+        last = self._last
+        if last is not None and sig == last[0]:
+            return last[1]
         rt = self._rt
         try:
             plan = self._program.plan(sig)
-            if not getattr(plan, "dynamic", True):
+            name = rt.backend_name if rt is not None else None
+            if not getattr(plan, "dynamic", True) and (name not in (None, "cpu") or getattr(self._program, "has_conv_work", _true)()):
                 # the compiler's one lowering decision, on this module's backend (CPU: CNNs and
-                # the precision/memory modes run as kernel steps)
+                # the precision/memory modes run as kernel steps); a CPU model without
+                # convolutions never needs it, and a tiny model's first forward stays free of
+                # the compiler's import
                 from ..compiler.lower import plan_for_program
                 from ..precision import parse_modes
                 modes = parse_modes({"precision": rt.precision if rt is not None else 0,
                                      "memory": rt.memory if rt is not None else getattr(self._program, "memory", 0)})
-                name = rt.backend_name if rt is not None else None
                 with registry.using(name):
                     plan = plan_for_program(self._program, sig, modes)
                 if name not in (None, "cpu"):
@@ -149,14 +174,15 @@ class _Module:
         except (ValueError, TypeError, IndexError) as exc:
             shapes = ", ".join(f"{spec.name!r}: {list(shape)}" for spec, (shape, _, _) in zip(self._program.inputs, sig))
             raise type(exc)(f"the model cannot take inputs of shapes {{{shapes}}}: {exc}") from exc
-        self._last_sig, self._last_plan = sig, plan
+        self._last = (sig, plan)
         return plan
 
     def onForward(self, inputs: Any) -> list[Var]:  # noqa: N802 - MNN's name
         """Run the model; a list of output Vars."""
         arrays = None
-        keys = self._fast_keys
-        if keys is not None:
+        fast = self._fast_path
+        if fast is not None:
+            keys = fast[0]
             # fast path: Vars of the last call's shapes, dtypes and formats whose arrays fed the
             # last plan unchanged; anything else goes through _prepare (checks, casts, errors)
             if isinstance(inputs, Var):
@@ -180,9 +206,10 @@ class _Module:
                 _set_threads(self._threads)   # kernel-step plans split their work at build
             plan = self._plan(sig)
             # (forward's copy of the fast path skips onForward: not for a subclass overriding it)
-            self._fast_keys = keys if type(self).onForward is _Module.onForward else None
+            self._fast_path = (keys, plan) if keys is not None and type(self).onForward is _Module.onForward \
+                else None
         else:
-            plan = self._last_plan
+            plan = fast[1]
         if self._threads and getattr(plan, "_fast", None) is None:
             # worker threads for compiled kernels (a small plan running as one generated numpy
             # function uses none: no thread-count call per forward)
@@ -195,8 +222,8 @@ class _Module:
 
     def forward(self, inputs: Any) -> Var | list[Var]:
         """Run the model: a list of outputs for a list of inputs, the first output for one Var."""
-        keys = self._fast_keys
-        if keys is not None and len(keys) == 1:
+        fast = self._fast_path
+        if fast is not None and len(fast[0]) == 1:
             # one Var (alone or in a list) of the last call's shape, dtype and format:
             # onForward's fast path written out for one input (a tiny model's forward takes a
             # few microseconds: a shared helper measured 0.5 us slower per forward)
@@ -205,11 +232,11 @@ class _Module:
                 inputs[0] if (kind is list or kind is tuple) and len(inputs) == 1 else None)
             if type(v) is Var:
                 node = v._node
-                shape, dtype, fmt = keys[0]
+                shape, dtype, fmt = fast[0][0]
                 if node.shape == shape and node.dtype is dtype and node.fmt == fmt:
                     arr = node.value if node.live else node._value
                     if arr is not None:
-                        plan = self._last_plan
+                        plan = fast[1]
                         if self._threads and getattr(plan, "_fast", None) is None:
                             _set_threads(self._threads)
                         outs = plan.run([arr])
@@ -281,12 +308,14 @@ class _Module:
         """Drop the execution plans built so far (and the children's)."""
         if self._program is not None:
             self._program._plans.clear()
-        self._last_sig = self._last_plan = self._fast_keys = None
+        self._last = self._fast_path = None
         for c in self._children:
             c.clear_cache()
 
     def clone(self) -> "_Module":
-        """A module sharing the same model."""
+        """A module sharing the same model: its weights and compiled plans are shared, while each
+        call runs on activation buffers and placeholders of its own (clones, and one module, may
+        run on any number of threads at once)."""
         m = _Module(self._program, self._rt, self._name)
         m._mutable = self._shape_mutable
         return m

@@ -6,13 +6,13 @@ x86. Reproducing it bit for bit needs the instruction itself: :func:`rcp_f32` ex
 Numba intrinsic. On other architectures (where cv2 has no IPP) it returns the correctly rounded
 reciprocal.
 
-This module imports numba: import it lazily (never from ``import mnnjit``).
+This module imports numba: import it lazily (never from ``import mnnjit``). It sits with the ops because
+it defines a reference semantics (the colour op's), not a kernel.
 """
 from __future__ import annotations
 
 import platform
 
-from mnnjit.backends.cpu.runtime import numba_setup  # noqa: F401  (first: OpenMP policy, cross-process compile lock)
 import numpy as np  # noqa: E402
 from llvmlite import ir  # noqa: E402
 from numba import njit, types  # noqa: E402

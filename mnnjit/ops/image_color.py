@@ -394,7 +394,7 @@ def _to_hls_u8(x, bidx, tail: bool):
 def _ipp_reciprocals(refined: bool) -> np.ndarray:
     """IPP's float32 reciprocals of 0..510: the CPU's ``rcpps`` approximation, with one Newton step
     when ``refined`` (index 0 is infinite and never used)."""
-    from ..backends.cpu.image.x86_rcp import rcp_f32
+    from ._x86_rcp import rcp_f32
     x = np.arange(511, dtype=np.float32)
     r = rcp_f32(x)
     with np.errstate(invalid="ignore"):

@@ -22,6 +22,23 @@ from .image_geometry import CV_BORDER_CONSTANT, border_index  # noqa: F401
 from .registry import OpDef, register
 
 
+
+_SMALL_GAUSS = {1: [1.0], 3: [0.25, 0.5, 0.25], 5: [0.0625, 0.25, 0.375, 0.25, 0.0625],
+                7: [0.03125, 0.109375, 0.21875, 0.28125, 0.21875, 0.109375, 0.03125]}
+
+
+def gaussian_kernel(ksize: int, sigma: float) -> np.ndarray:
+    """OpenCV's getGaussianKernel values (float64)."""
+    ksize = int(ksize)
+    if ksize <= 0 or ksize % 2 == 0:
+        raise ValueError(f"Gaussian kernel size must be odd and positive, got {ksize}")
+    if sigma <= 0 and ksize in _SMALL_GAUSS:
+        return np.array(_SMALL_GAUSS[ksize], np.float64)
+    s = sigma if sigma > 0 else ((ksize - 1) * 0.5 - 1) * 0.3 + 0.8
+    x = np.arange(ksize, dtype=np.float64) - (ksize - 1) * 0.5
+    k = np.exp(-(x * x) / (2 * s * s))
+    return k / k.sum()
+
 def cast_round(v: np.ndarray, dtype: np.dtype) -> np.ndarray:
     """Round half to even and saturate to ``dtype`` (OpenCV's saturate_cast)."""
     dtype = np.dtype(dtype)
@@ -268,7 +285,6 @@ def _adaptive(xs, attrs):
     if attrs["method"] == 0:
         k = [1.0 / block] * block
     else:
-        from ..cv._filter import gaussian_kernel
         k = list(gaussian_kernel(block, 0.0))
     mean = sep_filter_ref(x, k, k, (r, r), 1, 0.0, np.uint8)
     maxval = np.clip(np.rint(attrs["maxval"]), 0, 255)

@@ -50,16 +50,10 @@ class ConvWeights:
             return self._dense
         return np.asarray(self._quant.dequantize(), np.float32).reshape(self.shape)
 
-    def source(self) -> Any:
-        """The weight source of the CPU GEMM kernel ([O, C/group*kh*kw] rows; imports numba)."""
-        if self._source is None:
-            from ..backends.cpu.quant import DenseRows, QuantRows
-            o = self.shape[0]
-            if self._dense is not None:
-                self._source = DenseRows(self._dense.reshape(o, -1))
-            else:
-                self._source = QuantRows.from_quantized(self._quant, (o, int(np.prod(self.shape[1:]))))
-        return self._source
+    @property
+    def codes(self) -> Any:
+        """The quantized weight (``mnnjit.format.QuantizedWeight``) when kept as codes, else None."""
+        return self._quant if self._dense is None else None
 
     @property
     def nbytes(self) -> int:
@@ -91,40 +85,11 @@ def _infer(inputs, attrs):
     return (n, o, oh, ow), F32
 
 
-def _ref(xs, attrs):
+def reference(xs, attrs):
     w: ConvWeights = attrs["weights"]
     args = [xs[0], w.dense()] + ([] if w.bias is None else [w.bias])
     return conv2d_ref(args, attrs)
 
 
-register(OpDef("mnn_conv2d", "opaque", _infer, _ref, mnn_type="Convolution",
+register(OpDef("mnn_conv2d", "opaque", _infer, reference, mnn_type="Convolution",
                doc="a model convolution with weights as kept in memory (float or quantized codes)"))
-
-
-def _cpu_kernel(inputs: list, attrs: dict) -> np.ndarray:
-    """The Numba kernels: direct depthwise, or tiled GEMM over the weight source."""
-    from ..backends.cpu import cnn_steps as K
-    w: ConvWeights = attrs["weights"]
-    x = np.ascontiguousarray(inputs[0], np.float32)
-    o, ci, kh, kw = w.shape
-    g = attrs["group"]
-    stride, dil, pads, act = tuple(attrs["stride"]), tuple(attrs["dilation"]), tuple(attrs["pads"]), attrs["act"]
-    if min(pads) < 0:
-        return _ref(inputs, attrs)
-    if g > 1 and g == o and ci == 1:
-        return K.depthwise_conv2d(x, w.dense().reshape(o, kh * kw), w.bias, (kh, kw), stride, pads, dil, act)
-    if not w.quantized:
-        # float weights: the reference (im2col + one BLAS GEMM). Models whose convolutions reach
-        # the compile threshold run as kernel-step plans (backends/cpu/kernel_steps) with weights
-        # packed once for the micro-kernel; this path only serves the remaining small plans,
-        # where packing on every call would cost more than it saves
-        return _ref(inputs, attrs)
-    return K.conv2d(x, w.source(), w.bias, (kh, kw), stride, pads, dil, g, act)
-
-
-def _register_kernel() -> None:
-    from ..backends.cpu.handwritten.registry import register_cpu_kernel
-    register_cpu_kernel("mnn_conv2d", _cpu_kernel, min_size=4096, dtypes=(np.float32,))
-
-
-_register_kernel()

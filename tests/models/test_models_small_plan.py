@@ -180,7 +180,7 @@ def test_mlp_first_forward_imports_neither_compiler_nor_numba() -> None:
     code = ("import sys, numpy as np, mnnjit as J\n"
             f"m = J.nn.load_module_from_file({os.path.join(MODELS, 'mlp.mnn')!r}, ['x'], ['prob'])\n"
             "m.forward(J.expr.const(np.ones((1, 64), np.float32), [1, 64])).read()\n"
-            "print([k for k in ('numba', 'mnnjit.compiler', 'numpy.random') if k in sys.modules])")
+            "print([k for k in ('numba', 'mnnjit.compiler.executor', 'mnnjit.compiler.plan', 'numpy.random') if k in sys.modules])")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          env=dict(os.environ, PYTHONPATH=os.getcwd()), timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]

@@ -146,6 +146,15 @@ class CPUBackend(Backend):
     def set_num_threads(self, n: int) -> None:
         jit.set_num_threads(n)
 
+    def num_threads(self) -> int:
+        return jit.get_num_threads()
+
+    def clear_caches(self, disk: bool = False) -> None:
+        if disk:
+            jit.clear_disk_cache()
+        else:
+            jit.reset()
+
     def describe(self) -> str:
         return f"cpu (numba, {jit.get_num_threads()} threads, cache {jit.kernel_dir()})"
 

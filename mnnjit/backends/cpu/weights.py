@@ -1,6 +1,6 @@
 """Weights and activations as the CPU kernels keep them for a precision/memory mode.
 
-``modes`` is a :class:`mnnjit.precision.Modes`: precision=low keeps float16 activation storage
+``modes`` is a :class:`mnnjit.precision.Modes` (read by attribute: backends import no front end): precision=low keeps float16 activation storage
 (and float16 classifier weights), memory=low keeps 8-bit and narrower quantized weights as codes.
 """
 from __future__ import annotations
@@ -9,12 +9,11 @@ from typing import Any, Mapping, Tuple
 
 import numpy as np
 
-from mnnjit.precision import Modes, keeps_quantized
 
 __all__ = ["weight_storage", "conv_weight_source", "depthwise_weight", "to_storage", "from_storage"]
 
 
-def weight_storage(modes: Modes, weight: Any, shape: Tuple[int, int]):
+def weight_storage(modes: Any, weight: Any, shape: Tuple[int, int]):
     """The weight source a GEMM/conv kernel uses for an ``[O, K]`` weight matrix.
 
     ``weight`` is a float array or a :class:`mnnjit.format.QuantizedWeight`. memory=low keeps a
@@ -24,7 +23,7 @@ def weight_storage(modes: Modes, weight: Any, shape: Tuple[int, int]):
     from mnnjit.format import QuantizedWeight
     O, K = shape
     if isinstance(weight, QuantizedWeight):
-        if keeps_quantized(modes, weight):
+        if modes.keep_quantized and int(weight.bits) <= 8:  # precision.keeps_quantized's rule
             return QuantRows.from_quantized(weight, (O, K))
         weight = weight.dequantize()
     w = np.asarray(weight, np.float32)
@@ -44,7 +43,7 @@ def _quantized_or_float(conv: Mapping[str, Any], what: str):
     return conv_weight(dict(conv), what)
 
 
-def conv_weight_source(conv: Mapping[str, Any], modes: Modes, what: str = "Convolution2D"):
+def conv_weight_source(conv: Mapping[str, Any], modes: Any, what: str = "Convolution2D"):
     """Weights of a ``Convolution2D`` op dict (non-depthwise) as kept in memory for ``modes``:
     ``[outputCount, inputCount/group*kh*kw]``."""
     c = conv["common"]
@@ -56,7 +55,7 @@ def conv_weight_source(conv: Mapping[str, Any], modes: Modes, what: str = "Convo
     return weight_storage(modes, w, (O, size // O))
 
 
-def depthwise_weight(conv: Mapping[str, Any], modes: Modes, what: str = "Convolution2D"):
+def depthwise_weight(conv: Mapping[str, Any], modes: Any, what: str = "Convolution2D"):
     """Weights of a depthwise conv for ``modes``: a float32 ``[C, kh*kw]`` array, or (memory=low,
     quantized) a :class:`QuantRows` whose ``dense()`` the runner calls per forward (a few KB)."""
     c = conv["common"]
@@ -69,7 +68,7 @@ def depthwise_weight(conv: Mapping[str, Any], modes: Modes, what: str = "Convolu
     return src if type(src).__name__ == "QuantRows" else src.dense()
 
 
-def to_storage(x: np.ndarray, modes: Modes) -> np.ndarray:
+def to_storage(x: np.ndarray, modes: Any) -> np.ndarray:
     """A model input in the activation storage dtype of ``modes`` (float32 -> float16 for
     precision=low, via the F16C kernel)."""
     if modes.fp16 and x.dtype != np.float16:

@@ -9,7 +9,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from mnnjit.ops import nn_conv, nn_misc, nn_pool, nn_resize
+from typing import Any
+
+from mnnjit.ops import mnn_conv, nn_conv, nn_misc, nn_pool, nn_resize
+from mnnjit.backends.cpu import cnn_steps as K
+from mnnjit.backends.cpu.quant import DenseRows, QuantRows
 from mnnjit.backends.cpu.depthwise import rows as nn_kernels
 from mnnjit.backends.cpu.handwritten.registry import cpu_kernel
 
@@ -79,3 +83,38 @@ def layer_norm(inputs: list, attrs: dict):
                                    params[1] if len(params) > 1 else None,
                                    attrs.get("eps", 1e-5), attrs.get("rms", False))
     return y.reshape(x.shape)
+
+
+def weight_source(w: Any) -> Any:
+    """The CPU GEMM kernel's weight source of a model convolution's ``ConvWeights`` ([O, C/group*kh*kw]
+    rows: float32, or quantized codes), made once and kept on the weights object."""
+    src = getattr(w, "_source", None)
+    if src is None:
+        o = w.shape[0]
+        if w.codes is None:
+            src = DenseRows(w.dense().reshape(o, -1))
+        else:
+            src = QuantRows.from_quantized(w.codes, (o, int(np.prod(w.shape[1:]))))
+        w._source = src
+    return src
+
+
+@cpu_kernel("mnn_conv2d", min_size=4096, dtypes=[np.float32])
+def mnn_conv2d(inputs: list, attrs: dict) -> np.ndarray:
+    """The Numba kernels: direct depthwise, or tiled GEMM over the weight source."""
+    w = attrs["weights"]
+    x = np.ascontiguousarray(inputs[0], np.float32)
+    o, ci, kh, kw = w.shape
+    g = attrs["group"]
+    stride, dil, pads, act = tuple(attrs["stride"]), tuple(attrs["dilation"]), tuple(attrs["pads"]), attrs["act"]
+    if min(pads) < 0:
+        return mnn_conv.reference(inputs, attrs)
+    if g > 1 and g == o and ci == 1:
+        return K.depthwise_conv2d(x, w.dense().reshape(o, kh * kw), w.bias, (kh, kw), stride, pads, dil, act)
+    if not w.quantized:
+        # float weights: the reference (im2col + one BLAS GEMM). Models whose convolutions reach
+        # the compile threshold run as kernel-step plans (backends/cpu/kernel_steps) with weights
+        # packed once for the micro-kernel; this path only serves the remaining small plans,
+        # where packing on every call would cost more than it saves
+        return mnn_conv.reference(inputs, attrs)
+    return K.conv2d(x, weight_source(w), w.bias, (kh, kw), stride, pads, dil, g, act)
