@@ -52,7 +52,7 @@ def image_folder(tmp_path_factory) -> Path:
 def _real_mnn_probs(path: Path, size: int) -> onp.ndarray:
     """Softmax of the model's logits for one image, preprocessed with OpenCV and run on real MNN."""
     cv2 = pytest.importorskip("cv2")
-    MNN = pytest.importorskip("MNN")
+    pytest.importorskip("MNN")
     import MNN.expr as RF
     import MNN.nn as rnn
     img = cv2.resize(cv2.imread(str(path)), (size, size))[..., ::-1].astype(onp.float32)

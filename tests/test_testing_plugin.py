@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 
 import numpy as onp
-import pytest
 
 import mnnjit.numpy as mnp
 from mnnjit import compiler
