@@ -25,6 +25,7 @@ def test_plugin_is_registered_by_its_entry_point(pytestconfig):
 
 def test_compiled_fixture_runs_small_arrays_in_kernels(mnnjit_compiled):
     assert compiler.threshold() == 0
+    assert os.environ["MNNJIT_COMPILE"] == "sync"  # compiled where called, not in the background
     a = onp.linspace(-2, 2, 7, dtype=onp.float32)
     compiler.reset_counters()
     got = mnp.tanh(mnp.array(a) * 1.5) + 0.25  # 7 elements: the reference path without the fixture
@@ -90,6 +91,7 @@ def test_fixtures_restore_settings_and_marker_parametrizes(pytester):
         """
     )
     old = os.environ.get("MNNJIT_CACHE_DIR")
+    old_mode = os.environ.get("MNNJIT_COMPILE")
     os.environ["MNNJIT_CACHE_DIR"] = "/tmp/outer-cache"
     try:
         result = pytester.runpytest_inprocess("-p", "no:xdist", "-p", "no:randomly", "-v",
@@ -100,6 +102,7 @@ def test_fixtures_restore_settings_and_marker_parametrizes(pytester):
         else:
             os.environ["MNNJIT_CACHE_DIR"] = old
         compiler.clear_caches()
+    assert os.environ.get("MNNJIT_COMPILE") == old_mode
     n = len(available_backends())
     result.assert_outcomes(passed=5 + n + 1, skipped=1)
     for name in available_backends():

@@ -4,13 +4,15 @@
 Fixtures:
 
 * ``mnnjit_compiled``: the compile threshold at 0 for the test (``mnnjit.compiler.set_threshold(0)``),
-  so even small arrays run through compiled kernels; the previous threshold is restored after.
+  so even small arrays run through compiled kernels, and kernels compile where they are first called
+  (``MNNJIT_COMPILE=sync``: no reference-path runs while a kernel compiles in the background); the
+  previous settings are restored after.
 * ``mnnjit_kernel_cache``: a fresh, empty kernel cache directory for the test (``MNNJIT_CACHE_DIR``
   points at it and the in-memory kernels are dropped, before and after); the fixture's value is the
   directory. Numba's own cache of mnnjit's hand-written kernels (``NUMBA_CACHE_DIR``) is unaffected.
 * ``mnnjit_backend``: runs the test once per available backend (``mnnjit.backends.registry.available()``:
   the numpy reference and the CPU, plus OpenCL or an NPU delegate where present), inside
-  ``registry.using(name)`` and with the compile threshold at 0; the value is the backend's name.
+  ``registry.using(name)`` and compiled as ``mnnjit_compiled`` does; the value is the backend's name.
 
 Marker: ``@pytest.mark.mnnjit_backends`` gives a test the ``mnnjit_backend`` fixture without naming
 it; ``@pytest.mark.mnnjit_backends("cpu", "opencl")`` keeps only those backends (the ones not
@@ -20,6 +22,7 @@ Importing this module imports neither Numba nor Hypothesis.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 from typing import Any, Iterator
 
@@ -39,21 +42,29 @@ def available_backends() -> list[str]:
     return list(registry.available())
 
 
-def _restore_threshold(prev: int) -> None:
+@contextlib.contextmanager
+def compiled_path() -> Iterator[None]:
+    """Inside the block: compile threshold 0 and synchronous compiles (see ``mnnjit_compiled``)."""
     from mnnjit import compiler
-    # "never" (MNNJIT_JIT_THRESHOLD=off or equivalent) comes back as the environment's setting
-    compiler.set_threshold(None if prev >= _NEVER else prev)
-
-
-@pytest.fixture
-def mnnjit_compiled() -> Iterator[None]:
-    """Run the test with the compile threshold at 0 (compiled kernels for every size)."""
-    from mnnjit import compiler
+    old_mode = os.environ.get("MNNJIT_COMPILE")
+    os.environ["MNNJIT_COMPILE"] = "sync"
     prev = compiler.set_threshold(0)
     try:
         yield
     finally:
-        _restore_threshold(prev)
+        # "never" (MNNJIT_JIT_THRESHOLD=off or equivalent) comes back as the environment's setting
+        compiler.set_threshold(None if prev >= _NEVER else prev)
+        if old_mode is None:
+            os.environ.pop("MNNJIT_COMPILE", None)
+        else:
+            os.environ["MNNJIT_COMPILE"] = old_mode
+
+
+@pytest.fixture
+def mnnjit_compiled() -> Iterator[None]:
+    """Run the test on the compiled path: threshold 0, kernels compiled when first called."""
+    with compiled_path():
+        yield
 
 
 @pytest.fixture
@@ -81,9 +92,7 @@ def mnnjit_backend(request: Any) -> Iterator[str]:
     name = getattr(request, "param", "cpu")
     if name not in available_backends():
         pytest.skip(f"mnnjit backend {name!r} is not available here")
-    from mnnjit import compiler
-    prev = compiler.set_threshold(0)
-    try:
+    with compiled_path():
         try:
             from mnnjit.backends import registry
         except ImportError:
@@ -91,8 +100,6 @@ def mnnjit_backend(request: Any) -> Iterator[str]:
         else:
             with registry.using(name):
                 yield name
-    finally:
-        _restore_threshold(prev)
 
 
 @pytest.fixture(autouse=True)
