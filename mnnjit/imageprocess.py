@@ -242,29 +242,39 @@ class CVImageProcess:
 
     def convert_array(self, src: Any, iw: int, ih: int, stride: int, ow: int, oh: int,
                       dtype: Any = np.float32) -> np.ndarray:
-        """Run the pipeline and return the [oh, ow, c] result (float32 unless ``dtype`` is uint8)."""
-        from .ops.image_geometry import CV_BORDER_CONSTANT, CV_BORDER_REPLICATE, CV_BORDER_WRAP, remap_ref
-        img = self._colour(self._source(src, int(iw), int(ih), int(stride)))
+        """Run the pipeline and return the [oh, ow, c] result (float32 unless ``dtype`` is uint8).
+
+        As real MNN: sample the source image (``_imagesampler``), convert its format, then (float output
+        only) compute ``(x - mean) * normal``."""
+        img = self._source(src, int(iw), int(ih), int(stride))
+        if self.sourceFormat == CV_ImageFormat_YUV_NV21:
+            out = self._sample_planar(self._colour(img), oh, ow)
+        else:
+            from ._imagesampler import sample
+            out = self._colour(sample(img, self._matrix.matrix(), int(oh), int(ow),
+                                      self.filterType == CV_Filter_BILINEAL, self.wrap == CV_Wrap_ZERO,
+                                      self._padding))
+        if np.dtype(dtype) == np.uint8:
+            # a uint8 destination gets the converted pixels: real MNN applies mean/normal to float output only
+            return out
+        cn = out.shape[2]
+        mean = np.array((self.mean + [0.0] * 4)[:cn], np.float32)
+        normal = np.array((self.normal + [1.0] * 4)[:cn], np.float32)
+        return ((out.astype(np.float32) - mean) * normal).astype(np.float32)
+
+    def _sample_planar(self, img: np.ndarray, oh: int, ow: int) -> np.ndarray:
+        """NV21 sources: the converted image resampled through the matrix (OpenCV's remap)."""
+        from .ops.image_geometry import CV_BORDER_CONSTANT, CV_BORDER_REPLICATE, remap_ref
         m = self._matrix.matrix()
         ys, xs = np.mgrid[0:oh, 0:ow].astype(np.float64)
         w = m[2, 0] * xs + m[2, 1] * ys + m[2, 2]
         w = np.where(w == 0, 1, w)
         mx = ((m[0, 0] * xs + m[0, 1] * ys + m[0, 2]) / w).astype(np.float32)
         my = ((m[1, 0] * xs + m[1, 1] * ys + m[1, 2]) / w).astype(np.float32)
-        border = {CV_Wrap_ZERO: CV_BORDER_CONSTANT, CV_Wrap_CLAMP_TO_EDGE: CV_BORDER_REPLICATE,
-                  CV_Wrap_REPEAT: CV_BORDER_WRAP}[self.wrap]
-        interp = {CV_Filter_NEAREST: 0, CV_Filter_BILINEAL: 1, CV_Filter_BICUBIC: 2}[self.filterType]
-        if interp == 0:  # MNN's sampler rounds half away from zero (roundf); the remap would round half to even
-            mx = (np.sign(mx) * np.floor(np.abs(mx) + 0.5)).astype(np.float32)
-            my = (np.sign(my) * np.floor(np.abs(my) + 0.5)).astype(np.float32)
-        out = remap_ref(img, mx, my, interp, border, (float(self._padding),) * 4).astype(np.float32)
-        if np.dtype(dtype) == np.uint8:
-            # a uint8 destination gets the converted pixels: real MNN applies mean/normal to float output only
-            return np.clip(np.rint(out), 0, 255).astype(np.uint8)
-        cn = out.shape[2]
-        mean = np.array((self.mean + [0.0] * 4)[:cn], np.float32)
-        normal = np.array((self.normal + [1.0] * 4)[:cn], np.float32)
-        return ((out - mean) * normal).astype(np.float32)
+        border = CV_BORDER_CONSTANT if self.wrap == CV_Wrap_ZERO else CV_BORDER_REPLICATE
+        interp = 1 if self.filterType == CV_Filter_BILINEAL else 0
+        out = remap_ref(img, mx, my, interp, border, (float(self._padding),) * 4)
+        return np.clip(np.rint(out), 0, 255).astype(np.uint8)
 
     def convert(self, src: Any, iw: int, ih: int, stride: int, dst: Any) -> None:
         """Convert the image in ``src`` (iw x ih, row stride in bytes; 0 = packed) into tensor ``dst``."""
