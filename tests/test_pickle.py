@@ -131,3 +131,12 @@ def test_what_cannot_pickle_says_why():
     graph = nn.load_module([x], [x * 2.0])
     with pytest.raises(TypeError, match="load_module_from_file"):
         pickle.dumps(graph)
+
+
+def test_a_module_whose_file_is_gone_says_so(tmp_path):
+    path = tmp_path / "copy.mnn"
+    path.write_bytes(MODEL.read_bytes())
+    data = pickle.dumps(nn.load_module_from_file(str(path), ["x"], ["logits"]))
+    path.unlink()
+    with pytest.raises(FileNotFoundError, match="pickles by path"):
+        pickle.loads(data)

@@ -358,6 +358,9 @@ _PICKLED_STATE = ("_program", "_rt", "_name", "_training", "_params", "_threads"
 
 def _rebuild_module(path: str, config: dict, name: str) -> _Module:
     """A Module from a pickled one's model path and load settings (see ``_Module.__reduce__``)."""
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"unpickling a Module: its model file {path} does not exist in this process "
+                                "(a Module pickles by path: the file must be at the same path where it is unpickled)")
     mod = load_module_from_file(path, **config)
     mod.set_name(name)
     return mod
