@@ -120,25 +120,39 @@ class GraphBuilder:
         self._auto = 0
 
     # ---------------------------------------------------------------- tensors
+    def _fresh(self, base: Optional[str]) -> str:
+        """``base`` if no tensor has that name, else ``base__<n>`` with a free ``n``."""
+        if base and base not in self._used:
+            return base
+        while True:
+            self._auto += 1
+            cand = f"{base or 't'}__{self._auto}"
+            if cand not in self._used and cand not in self._reserved:
+                return cand
+
     def new_tensor(self, name: Optional[str] = None) -> int:
         """A new tensor index with a unique name (``name`` when free)."""
-        if not name or name in self._used:
-            base = name or "t"
-            while True:
-                self._auto += 1
-                cand = f"{base}__{self._auto}"
-                if cand not in self._used and cand not in self._reserved:
-                    break
-            name = cand
+        name = self._fresh(name)
         self._used.add(name)
         self.names.append(name)
         return len(self.names) - 1
 
-    def rename(self, index: int, name: str) -> bool:
+    def rename(self, index: int, name: str, steal_from: Optional[int] = None) -> bool:
         """Give tensor ``index`` (and the op producing it, when it is that op's first output) the
-        name ``name`` if no other tensor has it; returns whether it did."""
+        name ``name`` if no other tensor has it, or if the one that has it is numbered from
+        ``steal_from`` on (that one is renamed); returns whether it did."""
         if self.names[index] == name:
             return True
+        if name in self._used and steal_from is not None:
+            holder = self.names.index(name)
+            if holder >= steal_from and holder != index:
+                fresh = self._fresh(name)
+                self._used.discard(name)
+                self._used.add(fresh)
+                self.names[holder] = fresh
+                op = self.producer.get(holder)
+                if op is not None and op.outputIndexes and op.outputIndexes[0] == holder:
+                    op.name = fresh
         if name in self._used:
             return False
         self._used.discard(self.names[index])

@@ -266,7 +266,7 @@ class GraphConverter:
                 if dtype is not None:
                     v.dtype = dtype
                 if v.index is not None and v.index >= before:
-                    self.b.rename(v.index, name)
+                    self.b.rename(v.index, name, steal_from=before)
             self.vals[name] = v
 
     def finish_outputs(self, names: Sequence[str]) -> list[int]:

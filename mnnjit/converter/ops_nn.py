@@ -323,7 +323,10 @@ def layer_norm(cv: GraphConverter, node, ins):
         axis -= rank
     axes = list(range(axis, 0))
     norm_shape = [x.dim(a) for a in axes]
-    main = {"axis": np.asarray(axes, np.int32), "epsilon": float(at.get("epsilon", 1e-5))}
+    eps = float(at.get("epsilon", 1e-5))
+    if len(axes) > 1:
+        return _layer_norm_ops(cv, node, x, axes, eps, ins[1], ins[2] if len(ins) > 2 else None)
+    main = {"axis": np.asarray(axes, np.int32), "epsilon": eps}
     post = []
     for key, v in (("gamma", ins[1]), ("beta", ins[2] if len(ins) > 2 else None)):
         if v is None:
@@ -339,6 +342,22 @@ def layer_norm(cv: GraphConverter, node, ins):
     for k, (key, v) in enumerate(post):
         t = cv.b.binary("MUL" if key == "gamma" else "ADD", t, cv.idx(v), name if k == len(post) - 1 else None)
     return cv.out(t)
+
+
+def _layer_norm_ops(cv: GraphConverter, node, x: Val, axes: list, eps: float, gamma, beta) -> Val:
+    """Layer normalization over several axes from elementwise ops and reductions (real MNN's
+    LayerNorm op normalizes the last axis only, as its converter writes it)."""
+    t = cv.idx(x)
+    red = {"dim": np.asarray(axes, np.int32), "keepDims": True, "dType": "DT_FLOAT"}
+    mean = cv.b.op1("Reduction", [t], "ReductionParam", dict(red, operation="MEAN"))
+    d = cv.b.binary("SUB", t, mean)
+    var = cv.b.op1("Reduction", [cv.b.unary("SQUARE", d)], "ReductionParam", dict(red, operation="MEAN"))
+    y = cv.b.binary("MUL", d, cv.b.unary("RSQRT", cv.b.binary("ADD", var, cv.b.scalar(eps))))
+    if gamma is not None:
+        y = cv.b.binary("MUL", y, cv.idx(gamma))
+    if beta is not None:
+        y = cv.b.binary("ADD", y, cv.idx(beta))
+    return cv.out(y)
 
 
 # ------------------------------------------------------------------------------------ Gemm / MatMul
@@ -471,12 +490,14 @@ _CTM = {"half_pixel": "HalfPixels", "align_corners": "AlignCorners", "asymmetric
 
 @handler("Resize", "Upsample")
 def resize(cv: GraphConverter, node, ins):
-    """Interp (nearest floor / round-half-down, bilinear, cubic) of 4-D NCHW tensors."""
+    """Interp (nearest floor / round-half-down, bilinear) of 4-D NCHW tensors; cubic and the other
+    nearest roundings as two matrix products (see resize_matrix.py), which needs known sizes."""
     at = attrs_of(node)
     x = ins[0]
     if x.rank is not None and x.rank != 4:
         raise cv.unsupported(f"resizing a {x.rank}-D tensor")
     mode = _s(at.get("mode", "nearest"))
+    cubic_a, exclude = -0.75, False
     if node.op_type == "Upsample" or cv.opset < 11:
         ctm, nearest = "asymmetric", "floor"
         if cv.opset < 9 and "scales" in at:
@@ -489,37 +510,56 @@ def resize(cv: GraphConverter, node, ins):
         scales = ins[2] if len(ins) > 2 and ins[2] is not None and not (
             ins[2].const is not None and ins[2].const.size == 0) else None
         sizes = ins[3] if len(ins) > 3 and ins[3] is not None else None
-        if int(at.get("exclude_outside", 0)):
-            raise cv.unsupported("exclude_outside=1")
+        exclude = bool(int(at.get("exclude_outside", 0)))
+        cubic_a = float(at.get("cubic_coeff_a", -0.75))
         if int(at.get("antialias", 0)):
             raise cv.unsupported("antialias=1")
         if "axes" in at:
             raise cv.unsupported("Resize axes")
-        if mode == "cubic" and abs(float(at.get("cubic_coeff_a", -0.75)) + 0.75) > 1e-6:
-            raise cv.unsupported("cubic_coeff_a other than -0.75")
     if ctm not in _CTM:
         raise cv.unsupported(f"coordinate_transformation_mode {ctm!r}")
-    if mode == "nearest":
-        rtype = {"floor": 1, "round_prefer_floor": 4}.get(nearest)
-        if rtype is None:
-            raise cv.unsupported(f"nearest_mode {nearest!r}")
-    else:
-        rtype = {"linear": 2, "bilinear": 2, "cubic": 3}.get(mode)
-        if rtype is None:
-            raise cv.unsupported(f"mode {mode!r}")
-    main = {"resizeType": rtype, "ctm": _CTM[ctm], "alignCorners": ctm == "align_corners",
-            "halfPixelCenters": ctm == "half_pixel", "cubicCoeffA": -0.75}
-    if sizes is not None:
-        target = sizes
-    elif scales is not None:
-        target = scales
-        if scales.const is not None and scales.const.size == 4 and tuple(scales.const[:2]) != (1.0, 1.0):
-            raise cv.unsupported("resizing the batch or channel axis")
-    else:
+    mode = {"bilinear": "linear"}.get(mode, mode)
+    if mode not in ("nearest", "linear", "cubic"):
+        raise cv.unsupported(f"mode {mode!r}")
+    target = sizes if sizes is not None else scales
+    if target is None:
         raise cv.unsupported("Resize without scales or sizes")
-    tt = cv.b.const(target.const.astype(np.float32 if target is scales else np.int32)) \
-        if target.const is not None else cv.idx(target)
-    return cv.out(cv.b.cnn("Interp", cv.idx(x), "Interp", main, _name(node), extra=[tt]))
+    if target.const is not None and target.const.size == 4 and (
+            tuple(target.const[:2]) != ((1.0, 1.0) if target is scales else (x.dim(0), x.dim(1)))):
+        if target is scales or None not in (x.dim(0), x.dim(1)):
+            raise cv.unsupported("resizing the batch or channel axis")
+    native = mode == "linear" or (mode == "nearest" and nearest in ("floor", "round_prefer_floor"))
+    if native and not exclude:
+        main = {"resizeType": {"nearest": 4 if nearest == "round_prefer_floor" else 1, "linear": 2}[mode],
+                "ctm": _CTM[ctm], "alignCorners": ctm == "align_corners", "halfPixelCenters": ctm == "half_pixel",
+                "cubicCoeffA": -0.75}
+        if target.const is not None:
+            tt = cv.b.const(target.const.astype(np.float32 if target is scales else np.int32))
+        else:
+            tt = cv.idx(target)
+        return cv.out(cv.b.cnn("Interp", cv.idx(x), "Interp", main, _name(node), extra=[tt]))
+    return _resize_by_matrices(cv, node, x, target, target is scales, mode, ctm, nearest, cubic_a, exclude)
+
+
+def _resize_by_matrices(cv: GraphConverter, node, x: Val, target: Val, is_scales: bool, mode: str, ctm: str,
+                        nearest: str, cubic_a: float, exclude: bool) -> Val:
+    """y = Mh @ x @ Mw^T with constant interpolation matrices (MatMul ops, never quantized)."""
+    from .resize_matrix import resize_matrix
+    h, w = x.dim(2), x.dim(3)
+    if h is None or w is None or target.const is None:
+        raise cv.unsupported(f"{mode} resizing ({nearest if mode == 'nearest' else ctm}) of inputs of unknown size")
+    v = target.const.astype(np.float64).reshape(-1)[-2:]
+    if is_scales:
+        sh, sw = float(np.float32(v[0])), float(np.float32(v[1]))
+        oh, ow = int(np.floor(h * sh)), int(np.floor(w * sw))
+    else:
+        oh, ow = int(v[0]), int(v[1])
+        sh, sw = oh / h, ow / w
+    mh = resize_matrix(h, oh, sh, mode, ctm, nearest, cubic_a, exclude)
+    mw = resize_matrix(w, ow, sw, mode, ctm, nearest, cubic_a, exclude)
+    t = cv.b.op1("MatMul", [cv.idx(x), cv.b.const(mw.T.copy())], "MatMul", {"T": "DT_FLOAT"})
+    t = cv.b.op1("MatMul", [cv.b.const(mh), t], "MatMul", {"T": "DT_FLOAT"}, _name(node))
+    return cv.out(t)
 
 
 @handler("LRN")

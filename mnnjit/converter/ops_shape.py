@@ -283,13 +283,27 @@ def gather_elements(cv: GraphConverter, node, ins):
                            _name(node)), x.dtype)
 
 
+def _wrap_nd(cv: GraphConverter, x: Val, idx: Val) -> int:
+    """GatherND / ScatterND indices made non-negative ((i + d) % d per index column; real MNN does
+    not wrap them)."""
+    k = idx.dim(-1)
+    if k is None:
+        raise cv.unsupported("indices whose last axis has an unknown size")
+    dims = [x.dim(a) for a in range(k)] if x.rank is not None else [None] * k
+    if idx.const is not None and None not in dims:
+        c = idx.const.astype(np.int64)
+        return cv.b.const(np.where(c < 0, c + np.asarray(dims, np.int64), c))
+    d = cv.b.ints(dims) if None not in dims else cv.b.slice1(cv.b.shape_of(cv.idx(x)), 0, k, 0)
+    return cv.b.binary("MOD", cv.b.binary("ADD", cv.idx(idx), d), d)
+
+
 @handler("GatherND")
 def gather_nd(cv: GraphConverter, node, ins):
     """MNN GatherND (batch_dims 0)."""
     if int(attrs_of(node).get("batch_dims", 0)):
         raise cv.unsupported("batch_dims != 0")
     x, idx = ins
-    return cv.out(cv.b.op1("GatherND", [cv.idx(x), cv.idx(idx)], None, None, _name(node)), x.dtype)
+    return cv.out(cv.b.op1("GatherND", [cv.idx(x), _wrap_nd(cv, x, idx)], None, None, _name(node)), x.dtype)
 
 
 @handler("ScatterND")
@@ -299,7 +313,7 @@ def scatter_nd(cv: GraphConverter, node, ins):
         raise cv.unsupported("ScatterND with a reduction")
     x, idx, upd = ins
     t = cv.idx(x)
-    return cv.out(cv.b.op1("ScatterNd", [cv.idx(idx), cv.idx(upd), cv.b.shape_of(t), t], None, None,
+    return cv.out(cv.b.op1("ScatterNd", [_wrap_nd(cv, x, idx), cv.idx(upd), cv.b.shape_of(t), t], None, None,
                            _name(node)), x.dtype)
 
 
@@ -314,8 +328,9 @@ def scatter_elements(cv: GraphConverter, node, ins):
     if x.rank is not None:
         axis %= max(x.rank, 1)
     i = _wrap_indices(cv, idx, x.dim(axis))
+    # the BinaryOp parameter is the reduction; -1: none (real MNN reads a missing one wrongly)
     return cv.out(cv.b.op1("ScatterElements", [cv.idx(x), i, cv.idx(upd), cv.b.scalar(axis, np.int32)],
-                           None, None, _name(node)), x.dtype)
+                           "BinaryOp", {"opType": -1, "T": "DT_FLOAT"}, _name(node)), x.dtype)
 
 
 @handler("Expand")
@@ -415,7 +430,7 @@ def one_hot(cv: GraphConverter, node, ins):
 @handler("NonZero")
 def nonzero(cv: GraphConverter, node, ins):
     """Where(x != 0) gives [n, rank] coordinates; ONNX wants [rank, n]."""
-    x = ins[0]
-    zero = cv.b.scalar(0, np.float32 if x.is_float else np.int32)
-    w = cv.b.op1("Where", [cv.b.binary("NOTEQUAL", cv.idx(x), zero)], None, None)
+    x = cv.idx(ins[0])
+    zeros = cv.b.op1("ZerosLike", [x], None, None)
+    w = cv.b.op1("Where", [cv.b.binary("NOTEQUAL", x, zeros)], "Extra", {})
     return cv.out(cv.b.permute(w, [1, 0], _name(node)), _I64)
