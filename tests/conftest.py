@@ -14,6 +14,10 @@ from hypothesis import HealthCheck, settings
 ROOT = Path(__file__).resolve().parent.parent
 from shared_paths import SHARED  # noqa: E402
 
+# Kernels compile where they are first called, as before tiered execution (results and counters do
+# not depend on a background compile's timing); tests about tiering set their own mode.
+os.environ.setdefault("MNNJIT_COMPILE", "sync")
+
 settings.register_profile("default", max_examples=60, deadline=None,
                           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 settings.register_profile("ci", max_examples=40, deadline=None,

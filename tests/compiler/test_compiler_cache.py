@@ -69,12 +69,14 @@ def test_corrupt_cache_is_rebuilt(tmp_path):
     assert res["counters"].get("cache_errors", 0) >= 1
 
 
-def test_corrupt_numba_cache_dir_entries_are_rebuilt(tmp_path):
+def test_corrupt_numba_cache_entries_are_rebuilt(tmp_path):
+    """NUMBA_CACHE_DIR (the user's own Numba functions) does not move mnnjit's kernel cache."""
     numba_dir = tmp_path / "numba"
     env = {"NUMBA_CACHE_DIR": str(numba_dir)}
     _run(tmp_path / "kernels", env)
-    broken = [f for f in numba_dir.rglob("*") if f.is_file() and f.suffix in (".nbi", ".nbc")]
-    assert broken, "Numba cached nothing under NUMBA_CACHE_DIR"
+    assert not any(numba_dir.rglob("*.nb*")), "mnnjit's kernels were cached under NUMBA_CACHE_DIR"
+    broken = [f for f in (tmp_path / "kernels").rglob("*") if f.is_file() and f.suffix in (".nbi", ".nbc")]
+    assert broken, "Numba cached nothing under MNNJIT_CACHE_DIR"
     for f in broken:
         f.write_bytes(b"\x00garbage")
     res = _run(tmp_path / "kernels", env)

@@ -15,6 +15,10 @@ overload on disk and loads it. Within a process the lock is taken under Numba's 
 lock, and is re-entrant (compiling a kernel compiles its callees). Call graphs have no cycles, so
 processes take nested locks in a consistent order and cannot deadlock.
 
+The wrapper first calls the gate :mod:`.tiering` installs (:func:`set_gate`), which may refuse a
+compile that would block the foreground (it then runs in the background); with ``MNNJIT_DEBUG``
+each compile is logged with its time.
+
 Nothing here can make a compile fail: a lock that cannot be created (read-only or lock-less file
 system) is skipped, and a wait longer than :data:`WAIT_SECONDS` (a stopped process holding the
 lock) gives up the lock and compiles anyway.
@@ -24,9 +28,10 @@ from __future__ import annotations
 import contextlib
 import os
 import time
-from typing import Iterator
+import sys
+from typing import Any, Callable, Iterator, Optional
 
-__all__ = ["install", "WAIT_SECONDS"]
+__all__ = ["install", "set_gate", "WAIT_SECONDS"]
 
 #: longest wait for another process's compile before compiling without the lock
 WAIT_SECONDS = 900.0
@@ -34,6 +39,14 @@ _POLL_SECONDS = 0.05
 
 _held: dict[str, int] = {}     # lock path -> open file descriptor, for re-entry in this process
 _installed = False
+#: called as ``gate(dispatcher, signature)`` before every compile (may raise to refuse it; see .tiering)
+_gate: Optional[Callable[[Any, Any], None]] = None
+
+
+def set_gate(fn: Optional[Callable[[Any, Any], None]]) -> None:
+    """Install the hook :mod:`.tiering` uses to defer compiles (None removes it)."""
+    global _gate
+    _gate = fn
 
 
 def _lock_path(dispatcher) -> str | None:
@@ -77,6 +90,10 @@ def _file_lock(path: str) -> Iterator[None]:
         os.close(fd)                            # closing the descriptor releases the lock
 
 
+def _debug() -> bool:
+    return os.environ.get("MNNJIT_DEBUG", "") not in ("", "0", "false", "no")
+
+
 def install() -> None:
     """Wrap ``numba.core.dispatcher.Dispatcher.compile`` with the cross-process lock (once)."""
     global _installed
@@ -88,11 +105,26 @@ def install() -> None:
     plain_compile = Dispatcher.compile
 
     def compile_locked(self, sig):
+        gate = _gate
+        if gate is not None:
+            gate(self, sig)
         path = _lock_path(self)
-        if path is None:
-            return plain_compile(self, sig)
-        with global_compiler_lock, _file_lock(path):
-            return plain_compile(self, sig)
+        if not _debug():
+            if path is None:
+                return plain_compile(self, sig)
+            with global_compiler_lock, _file_lock(path):
+                return plain_compile(self, sig)
+        misses = sum(self._cache_misses.values())
+        t = time.perf_counter()
+        with global_compiler_lock, contextlib.ExitStack() as stack:
+            if path is not None:
+                stack.enter_context(_file_lock(path))
+            res = plain_compile(self, sig)
+        if sum(self._cache_misses.values()) > misses:
+            f = self.py_func
+            print(f"[mnnjit] compiled {f.__module__}.{f.__qualname__} in {time.perf_counter() - t:.2f} s",
+                  file=sys.stderr, flush=True)
+        return res
 
     compile_locked.__doc__ = plain_compile.__doc__
     Dispatcher.compile = compile_locked

@@ -1,13 +1,15 @@
 """Compiling generated kernels with Numba, cached in memory and on disk.
 
-Each kernel's source is written once to ``<cache dir>/kernels-v<N>/k_<hash>.py`` and imported as a
-module whose function carries ``cache=True``, so Numba keeps the machine code next to it
-(``__pycache__``) and a new process with a warm cache compiles nothing. The source file is never
-rewritten when present (Numba's cache is keyed by the file's path and timestamp).
+Each kernel's source is written once (atomically) to ``<cache tree>/kernels-v<N>/k_<hash>.py``
+(:func:`.cache.root`) and imported as a module whose function carries ``cache=True``, so Numba keeps
+the machine code beside it (``__pycache__``, checked and healing: :mod:`.cache`) and a new process
+with a warm cache compiles nothing; a read-only warm cache is used as it is.
 
-Failures never crash evaluation: an unwritable cache directory falls back to a private temporary
-directory (caching only for this process); a corrupt source file or Numba cache entry is deleted and
-rebuilt once; if that fails too the caller runs the reference path (``counters['cache_errors']``).
+Failures never crash evaluation: a source file whose bytes are not the kernel's (truncated,
+overwritten, not UTF-8) is replaced with one warning naming it; with no writable cache the kernel
+is compiled from a string in memory, after one warning; a kernel that cannot compile runs its
+reference path (``counters['compile_errors']``). In background mode a kernel not compiled yet
+also runs the reference path until it is ready (:mod:`.tiering`).
 """
 from __future__ import annotations
 
@@ -63,25 +65,15 @@ def get_num_threads() -> int:
     return numba_module().get_num_threads()
 
 
-def _writable(d: Path) -> bool:
-    try:
-        d.mkdir(parents=True, exist_ok=True)
-        probe = d / f".probe-{os.getpid()}"
-        probe.write_text("ok")
-        probe.unlink()
-        return True
-    except OSError:
-        return False
-
-
 def kernel_dir() -> Path:
-    """The directory holding generated kernel sources (created; a temp dir when unwritable)."""
+    """The directory of generated kernel sources: ``kernels-v<N>`` in the cache tree
+    (:func:`.cache.root`); it may be read-only or missing (then kernels compile in memory)."""
     global _kernel_dir
     if _kernel_dir is None:
-        d = config.cache_dir() / f"kernels-v{CODEGEN_VERSION}"
-        if not _writable(d):
-            config.counters["cache_errors"] += 1
-            d = Path(tempfile.mkdtemp(prefix="mnnjit-kernels-"))
+        from mnnjit.backends.cpu.runtime import cache as kcache
+        numba_module()
+        d = kcache.root() / f"kernels-v{CODEGEN_VERSION}"
+        kcache.register_generated_dir(d)
         _kernel_dir = d
     return _kernel_dir
 
@@ -92,12 +84,48 @@ def reset() -> None:
     with _lock:
         _memory.clear()
         _kernel_dir = None
+        if _numba is not None:
+            from mnnjit.backends.cpu.runtime import cache as kcache
+            kcache.reset()
 
 
 def _write_source(path: Path, source: str) -> None:
-    tmp = path.with_name(f"{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-    tmp.write_text(source)
-    os.replace(tmp, path)
+    """Write ``source`` to ``path`` atomically (a temporary file renamed over it)."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(source.encode("utf-8"))
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def _source_on_disk(path: Path, source: str) -> bool:
+    """Make ``path`` hold ``source``: True when it does (found or written), False when it cannot
+    (no writable cache: the kernel compiles in memory). A file with other contents (damaged:
+    truncated, overwritten, not UTF-8) is replaced, with one warning naming it."""
+    from mnnjit.backends.cpu.runtime import cache as kcache
+    data = source.encode("utf-8")
+    try:
+        old: bytes | None = path.read_bytes()
+    except OSError:
+        old = None
+    if old == data:
+        return True
+    if old is not None:
+        kcache.warn_once(f"damaged:{path}", f"mnnjit: dropped a damaged generated kernel source {path} "
+                                            "(its contents are not the kernel it names); it is written again")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        _write_source(path, source)
+        return True
+    except OSError as exc:
+        kcache.warn_unwritable(str(path.parent), f"{type(exc).__name__}: {exc}")
+        return False
 
 
 def _load_module(name: str, path: Path):
@@ -112,25 +140,38 @@ def _load_module(name: str, path: Path):
     return module
 
 
-def _purge_numba_cache(path: Path, disp=None) -> None:
-    """Delete Numba's cached index and data of the kernel module at ``path``: in the directory
-    the dispatcher ``disp`` caches to (NUMBA_CACHE_DIR when set), else ``__pycache__`` beside it."""
-    cache_path = getattr(getattr(disp, "_cache", None), "_cache_path", None)
-    pyc = Path(cache_path) if cache_path else path.parent / "__pycache__"
-    if pyc.is_dir():
-        for f in pyc.glob(f"{path.stem}.*"):
-            try:
-                f.unlink()
-            except OSError:
-                pass
+def _memory_module(name: str, source: str):
+    """The kernel module made from ``source`` without a file (Numba caches nothing of it)."""
+    import linecache
+    import types
+    from mnnjit.backends.cpu.runtime import cache as kcache
+    filename = kcache.memory_only_filename(name)
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    module = types.ModuleType(name)
+    module.__file__ = filename
+    sys.modules[name] = module
+    exec(compile(source, filename, "exec"), module.__dict__)
+    return module
+
+
+def load_generated(path: str, name: str):
+    """Import the generated kernel module at ``path`` as ``name`` (the compile worker's way in)."""
+    from mnnjit.backends.cpu.runtime import cache as kcache
+    numba_module()
+    kcache.register_generated_dir(Path(path).parent)
+    return sys.modules.get(name) or _load_module(name, Path(path))
 
 
 class Kernel:
-    """A compiled kernel: calls the Numba dispatcher and counts compiles and cache hits on first use."""
+    """A compiled kernel: calls the Numba dispatcher and counts compiles and cache hits on first use.
+
+    In background mode (:mod:`.tiering`) a first call whose kernel is neither in memory nor in the
+    disk cache returns :data:`BROKEN` (the caller runs its reference path) while the kernel
+    compiles in the background; a later call runs it once it is ready."""
 
     __slots__ = ("name", "path", "disp", "seen", "source")
 
-    def __init__(self, name: str, path: Path, disp, source: str):
+    def __init__(self, name: str, path: Path | None, disp, source: str):
         self.name, self.path, self.disp, self.source = name, path, disp, source
         self.seen = False
 
@@ -140,35 +181,45 @@ class Kernel:
         return self._first_call(args)
 
     def _first_call(self, args):
-        with _lock:
-            if self.disp is None:
+        if self.disp is None:
+            return BROKEN
+        from mnnjit.backends.cpu.runtime import tiering
+        if tiering.mode() == "background":
+            try:
+                with tiering.deferring():
+                    res = self.disp(*args)
+            except tiering.CompileDeferred:
+                config.counters["deferred_runs"] += 1
                 return BROKEN
+            except Exception as exc:  # noqa: BLE001
+                return self._failed(exc)
+            self._count()
+            return res
+        with _lock:
             try:
                 res = self.disp(*args)
-            except Exception:
-                # Maybe a corrupt on-disk Numba cache entry: drop it and compile from the source again.
-                _purge_numba_cache(self.path, self.disp)
-                try:
-                    module = _load_module(f"mnnjit_kernel_{self.name}_r", self.path)
-                    self.disp = module.kernel
-                    res = self.disp(*args)
-                except Exception as exc:  # the kernel cannot be compiled: the caller uses the reference path
-                    config.counters["compile_errors"] += 1
-                    if config.debug():
-                        print(f"[mnnjit] kernel {self.name} failed to compile, using the reference path: "
-                              f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}",
-                              file=sys.stderr)
-                    self.disp = None
-                    return BROKEN
-                config.counters["cache_errors"] += 1
-            stats = self.disp.stats
-            config.counters["kernels_compiled"] += sum(stats.cache_misses.values())
-            config.counters["kernel_disk_hits"] += sum(stats.cache_hits.values())
-            self.seen = True
+            except Exception as exc:  # noqa: BLE001  (the kernel cannot be compiled: reference path)
+                return self._failed(exc)
+            self._count()
             return res
 
+    def _failed(self, exc: BaseException):
+        config.counters["compile_errors"] += 1
+        if config.debug():
+            print(f"[mnnjit] kernel {self.name} failed to compile, using the reference path: "
+                  f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}", file=sys.stderr)
+        self.disp = None
+        return BROKEN
 
-#: Returned by a kernel that could not be compiled (the group then runs on the reference path).
+    def _count(self) -> None:
+        stats = self.disp.stats
+        config.counters["kernels_compiled"] += sum(stats.cache_misses.values())
+        config.counters["kernel_disk_hits"] += sum(stats.cache_hits.values())
+        self.seen = True
+
+
+#: Returned by a kernel that could not be compiled, or is compiling in the background (the group
+#: then runs on the reference path).
 BROKEN = object()
 
 
@@ -184,31 +235,30 @@ def get_kernel(key: str, make_source: Callable[[], str]) -> Kernel:
             return k
         numba_module()
         name = "k_" + hashlib.sha1(key.encode()).hexdigest()[:24]
-        d = kernel_dir()
-        path = d / f"{name}.py"
+        path = kernel_dir() / f"{name}.py"
         source = make_source()
-        try:
-            if not path.exists() or path.read_text() != source:
-                _write_source(path, source)
-        except OSError:
-            config.counters["cache_errors"] += 1
-            path = Path(tempfile.mkdtemp(prefix="mnnjit-kernels-")) / f"{name}.py"
-            _write_source(path, source)
         modname = f"mnnjit_kernel_{name}"
+        disp = None
         try:
-            module = _load_module(modname, path)
-        except Exception:
-            config.counters["cache_errors"] += 1
-            _purge_numba_cache(path)
-            _write_source(path, source)
-            module = _load_module(modname, path)
-        k = Kernel(name, path, module.kernel, source)
+            if _source_on_disk(path, source):
+                module = _load_module(modname, path)
+            else:
+                path = None
+                module = _memory_module(modname, source)
+            disp = module.kernel
+        except Exception as exc:  # noqa: BLE001  (generated code Python cannot load: reference path)
+            config.counters["compile_errors"] += 1
+            if config.debug():
+                print(f"[mnnjit] kernel {name} failed to load, using the reference path: "
+                      f"{type(exc).__name__}: {exc}", file=sys.stderr)
+        k = Kernel(name, path, disp, source)
         _memory[key] = k
         return k
 
 
 def clear_disk_cache() -> None:
-    """Delete the generated kernels and their Numba cache (the directory is rebuilt on demand)."""
+    """Delete the whole cache directory (every version's tree: generated kernels and Numba's cache of
+    all kernels); it is rebuilt on demand."""
     reset()
     d = config.cache_dir()
     if d.is_dir():
