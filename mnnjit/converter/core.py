@@ -91,6 +91,48 @@ def _fold(node: Any, ins: list, opset: int) -> Optional[list]:
     return res
 
 
+def _node_reads(node: Any) -> set:
+    """Names a node reads, its subgraphs' outer-scope reads included."""
+    names = {n for n in node.input if n}
+    for a in node.attribute:
+        for g in ([a.g] if a.HasField("g") else []) + list(a.graphs):
+            inner = {o for nd in g.node for o in nd.output} | {i.name for i in g.input} | \
+                {i.name for i in g.initializer}
+            for nd in g.node:
+                names |= _node_reads(nd) - inner
+            names |= {o.name for o in g.output} - inner
+    return names
+
+
+def topo_sorted(nodes: list) -> list:
+    """``nodes`` in an order where each runs after the nodes producing its inputs (the file order
+    when it already is one: some exporters write unsorted graphs, which real MNN's converter takes)."""
+    producer = {o: k for k, n in enumerate(nodes) for o in n.output if o}
+    deps = [{producer[i] for i in _node_reads(n) if i in producer and producer[i] != k} for k, n in enumerate(nodes)]
+    if all(max(d, default=-1) < k for k, d in enumerate(deps)):
+        return nodes
+    users: dict[int, list] = {}
+    for k, d in enumerate(deps):
+        for j in d:
+            users.setdefault(j, []).append(k)
+    missing = [len(d) for d in deps]
+    import heapq
+    ready = [k for k, m in enumerate(missing) if m == 0]
+    heapq.heapify(ready)
+    order = []
+    while ready:
+        k = heapq.heappop(ready)
+        order.append(k)
+        for u in users.get(k, []):
+            missing[u] -= 1
+            if missing[u] == 0:
+                heapq.heappush(ready, u)
+    if len(order) != len(nodes):
+        stuck = [nodes[k].name or nodes[k].op_type for k, m in enumerate(missing) if m > 0]
+        raise ValueError(f"the ONNX graph has a cycle through nodes {stuck[:5]}")
+    return [nodes[k] for k in order]
+
+
 def _count_uses(graph: Any) -> dict:
     uses: dict[str, int] = {}
 
@@ -217,8 +259,9 @@ class GraphConverter:
     def run_nodes(self) -> None:
         """Convert every node of the graph, in order; problems are collected in the root."""
         _load_handlers()
-        total = len(self.graph.node)
-        for k, node in enumerate(self.graph.node):
+        nodes = topo_sorted(list(self.graph.node))
+        total = len(nodes)
+        for k, node in enumerate(nodes):
             if self.progress is not None:
                 self.progress(k, total)
             self.node_label = f"node {node.name!r} ({node.op_type})"

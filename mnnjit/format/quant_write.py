@@ -16,7 +16,7 @@ from typing import Any, Dict
 
 import numpy as np
 
-__all__ = ["quantize_weight", "fp16_weight", "encode_idst"]
+__all__ = ["quantize_weight", "fp16_weight", "encode_idst", "float_to_half_truncated"]
 
 
 def _round_half_away(x: np.ndarray) -> np.ndarray:
@@ -53,15 +53,16 @@ def quantize_weight(weight: np.ndarray, groups: int, bits: int, asymmetric: bool
     w = np.asarray(weight, np.float32).reshape(-1)
     if groups <= 0 or w.size % groups:
         raise ValueError(f"cannot cut {w.size} weights into {groups} equal groups")
-    g = w.reshape(groups, -1).astype(np.float64)
+    g32 = w.reshape(groups, -1)
+    g = g32.astype(np.float64)
     half = 1 << (bits - 1)
     if asymmetric:
-        lo, hi = g.min(axis=1), g.max(axis=1)
-        scale = ((hi - lo) / ((1 << bits) - 1)).astype(np.float32)
+        lo, hi = g32.min(axis=1), g32.max(axis=1)
+        scale = (hi - lo) / np.float32((1 << bits) - 1)  # in float32, as MNN computes it
         safe = np.where(scale > 0, scale, 1.0)
-        q = _round_half_away((g - lo[:, None]) / safe[:, None]) - half
+        q = _round_half_away((g - lo[:, None].astype(np.float64)) / safe[:, None].astype(np.float64)) - half
         codes = np.clip(q, -half, half - 1)
-        alpha = np.stack([lo.astype(np.float32), scale], axis=1).reshape(-1)
+        alpha = np.stack([lo, scale], axis=1).reshape(-1)
         extra = {"aMin": -half, "readType": groups}
     else:
         amax = np.abs(g).max(axis=1)
@@ -77,9 +78,25 @@ def quantize_weight(weight: np.ndarray, groups: int, bits: int, asymmetric: bool
     return table
 
 
+def float_to_half_truncated(x: np.ndarray) -> np.ndarray:
+    """float32 -> IEEE half bits (uint16), rounding toward zero as real MNN's converter does
+    (too large values become infinity, NaN stays NaN, tiny ones become subnormals or zero)."""
+    b = np.asarray(x, np.float32).reshape(-1).view(np.uint32).astype(np.int64)
+    sign = (b >> 16) & 0x8000
+    exp = ((b >> 23) & 0xFF) - 127 + 15
+    mant = b & 0x7FFFFF
+    normal = (exp << 10) | (mant >> 13)
+    shift = np.clip(14 - exp, 0, 31)  # subnormal: the implicit bit shifted in
+    sub = ((mant | 0x800000) >> np.minimum(shift, 31)) & 0x3FF
+    out = np.where(exp >= 31, 0x7C00, np.where(exp >= 1, normal, np.where(exp >= -10, sub, 0)))
+    nan = ((b >> 23) & 0xFF) == 0xFF
+    out = np.where(nan & (mant != 0), 0x7E00, out)
+    return (out | sign).astype(np.uint16)
+
+
 def fp16_weight(weight: np.ndarray) -> Dict[str, Any]:
     """The ``IDSTQuan`` table of ``--fp16`` (type 3): weights stored as half floats."""
-    half = np.asarray(weight, np.float32).reshape(-1).astype("<f2")
+    half = float_to_half_truncated(weight).astype("<u2")
     return {"buffer": np.frombuffer(half.tobytes(), np.int8).copy(), "type": 3, "scaleStorage": "FP32"}
 
 
