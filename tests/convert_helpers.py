@@ -112,3 +112,90 @@ def run_cli(*args: str, timeout: float = 300, env: dict | None = None, cwd: str 
     e.update(env or {})
     return subprocess.run([sys.executable, "-m", "mnnjit", *args], capture_output=True, text=True,
                           timeout=timeout, env=e, cwd=cwd)
+
+
+class GraphMaker:
+    """Accumulates nodes and seeded initializers for hand-built ONNX graphs."""
+
+    def __init__(self, seed: int = 0) -> None:
+        self.rng = np.random.default_rng(seed)
+        self.nodes: list = []
+        self.inits: list = []
+        self.k = 0
+
+    def name(self, base: str) -> str:
+        self.k += 1
+        return f"{base}{self.k}"
+
+    def const(self, array: Any, base: str = "c") -> str:
+        n = self.name(base)
+        self.inits.append(init(n, np.asarray(array)))
+        return n
+
+    def weight(self, *shape: int, scale: float = 0.3) -> str:
+        return self.const((self.rng.standard_normal(shape) * scale).astype(np.float32), "w")
+
+    def op(self, kind: str, inputs: list, n_out: int = 1, out: str | None = None, **attrs) -> Any:
+        from onnx import helper
+        outs = [out] if out else [self.name(kind.lower()) for _ in range(n_out)]
+        self.nodes.append(helper.make_node(kind, inputs, outs, **attrs))
+        return outs[0] if n_out == 1 else outs
+
+    def model(self, inputs: list, outputs: list, opset: int = 17) -> Any:
+        return model(self.nodes, inputs, outputs, self.inits, opset)
+
+
+def transformer_block(d: int = 32, heads: int = 4, ff: int = 64, seed: int = 0) -> Any:
+    """A post-norm transformer encoder block on x [N, S, d] with N and S dynamic (shape arithmetic
+    from Shape / Gather / Concat as exporters write it; GELU in its erf form)."""
+    from onnx import TensorProto
+    g = GraphMaker(seed)
+    dh = d // heads
+    i64 = lambda v: g.const(np.asarray(v, np.int64), "i")  # noqa: E731
+    shp = g.op("Shape", ["x"])
+    n = g.op("Gather", [shp, i64(0)], axis=0)
+    s = g.op("Gather", [shp, i64(1)], axis=0)
+    n1, s1 = g.op("Unsqueeze", [n, i64([0])]), g.op("Unsqueeze", [s, i64([0])])
+    split_shape = g.op("Concat", [n1, s1, i64([heads]), i64([dh])], axis=0)
+    merge_shape = g.op("Concat", [n1, s1, i64([d])], axis=0)
+
+    def proj(x, k_in, k_out):
+        return g.op("Add", [g.op("MatMul", [x, g.weight(k_in, k_out)]), g.weight(k_out, scale=0.1)])
+
+    def heads_of(x):
+        return g.op("Transpose", [g.op("Reshape", [x, split_shape])], perm=[0, 2, 1, 3])
+    q, k, v = (heads_of(proj("x", d, d)) for _ in range(3))
+    att = g.op("MatMul", [q, g.op("Transpose", [k], perm=[0, 1, 3, 2])])
+    att = g.op("Softmax", [g.op("Div", [att, g.const(np.float32(np.sqrt(dh)))])], axis=-1)
+    ctx = g.op("Reshape", [g.op("Transpose", [g.op("MatMul", [att, v])], perm=[0, 2, 1, 3]), merge_shape])
+    h1 = g.op("LayerNormalization", [g.op("Add", ["x", proj(ctx, d, d)]), g.const(np.ones(d, np.float32)),
+                                     g.const(np.zeros(d, np.float32))], axis=-1, epsilon=1e-5)
+    f = proj(h1, d, ff)
+    gelu = g.op("Mul", [g.op("Mul", [f, g.op("Add", [g.op("Erf", [g.op("Div", [f, g.const(np.float32(
+        np.sqrt(2.0)))])]), g.const(np.float32(1.0))])]), g.const(np.float32(0.5))])
+    y = g.op("LayerNormalization", [g.op("Add", [h1, proj(gelu, ff, d)]), g.weight(d), g.weight(d)], axis=-1,
+             epsilon=1e-5, out="y")
+    del y
+    return g.model([vi("x", ["N", "S", d])], [vi("y", ["N", "S", d], TensorProto.FLOAT)])
+
+
+def recurrent_model(kind: str, bidirectional: bool, hidden: int = 6, inp: int = 5, seed: int = 1,
+                    initial: bool = True, **attrs) -> Any:
+    """An ONNX LSTM / GRU / RNN on x [T, N, inp] (T and N dynamic), optionally with initial states."""
+    g = GraphMaker(seed)
+    ndir = 2 if bidirectional else 1
+    gates = {"LSTM": 4, "GRU": 3, "RNN": 1}[kind]
+    ins = ["x", g.weight(ndir, gates * hidden, inp), g.weight(ndir, gates * hidden, hidden),
+           g.weight(ndir, 2 * gates * hidden, scale=0.1)]
+    inputs = [vi("x", ["T", "N", inp])]
+    if initial:
+        ins += ["", "h0"]
+        inputs.append(vi("h0", [ndir, "N", hidden]))
+        if kind == "LSTM":
+            ins.append("c0")
+            inputs.append(vi("c0", [ndir, "N", hidden]))
+    outs = ["y", "yh"] + (["yc"] if kind == "LSTM" else [])
+    g.op(kind, ins, n_out=len(outs), hidden_size=hidden, direction="bidirectional" if bidirectional else "forward",
+         **attrs)
+    g.nodes[-1].output[:] = outs
+    return g.model(inputs, [vi(o, None, 0) for o in outs])
