@@ -1,5 +1,5 @@
 """Core array functions of MNN.cv: copyTo, bitwise_*, hconcat/vconcat, mean, normalize, merge, split,
-addWeighted, blendLinear, calcHist, connectedComponentsWithStats, solve, Rodrigues, solvePnP.
+addWeighted, blendLinear, calcHist, connectedComponentsWithStats, solve, Rodrigues; solvePnP lives in _pnp.
 
 Element-wise ones build graph nodes; calcHist, connected components and the small linear-algebra helpers
 read their (small or value-dependent) inputs when called.
@@ -13,6 +13,7 @@ import numpy as np
 from .._dtypes import F32, I32, U8
 from ..ops import build as B
 from ._common import image_array, image_node, image_var, to_numpy
+from ._pnp import solvePnP  # noqa: F401  (SOLVEPNP_ITERATIVE, EPNP and SQPNP as OpenCV)
 
 __all__ = ["copyTo", "bitwise_and", "bitwise_or", "bitwise_xor", "hconcat", "vconcat", "mean", "normalize",
            "merge", "split", "addWeighted", "blendLinear", "calcHist", "connectedComponentsWithStats", "solve",
@@ -300,117 +301,3 @@ def rodrigues_np(src: np.ndarray) -> np.ndarray:
 def Rodrigues(src: Any):
     """Rotation matrix -> rotation vector ([3, 1]) or vector -> matrix ([3, 3]), float32."""
     return image_var(rodrigues_np(np.asarray(to_numpy(src))).astype(np.float32))
-
-
-def solvePnP(objectPoints: Any, imagePoints: Any, cameraMatrix: Any, distCoeffs: Any, flags: int = 0):
-    """Pose from 3-D/2-D correspondences: (True, rvec [3, 1], tvec [3, 1]) by DLT initialisation and
-    Gauss-Newton refinement of the reprojection error (distortion: k1, k2, p1, p2[, k3])."""
-    obj = np.asarray(to_numpy(objectPoints), np.float64).reshape(-1, 3)
-    img = np.asarray(to_numpy(imagePoints), np.float64).reshape(-1, 2)
-    K = np.asarray(to_numpy(cameraMatrix), np.float64).reshape(3, 3)
-    dist = np.zeros(5)
-    if distCoeffs is not None:
-        d = np.asarray(to_numpy(distCoeffs), np.float64).ravel()
-        dist[: min(5, d.size)] = d[:5]
-    if len(obj) < 4 or len(obj) != len(img):
-        raise ValueError(f"solvePnP needs at least 4 matching points, got {len(obj)} and {len(img)}")
-    norm = _undistort(img, K, dist)
-    rvec, tvec = _pnp_init(obj, norm)
-    rvec, tvec = _pnp_refine(obj, img, K, dist, rvec, tvec)
-    return True, image_var(rvec.reshape(3, 1).astype(np.float32)), image_var(tvec.reshape(3, 1).astype(np.float32))
-
-
-def _undistort(img, K, dist):
-    pts = (img - K[:2, 2]) / np.array([K[0, 0], K[1, 1]])
-    x = pts.copy()
-    k1, k2, p1, p2, k3 = dist
-    for _ in range(10):
-        r2 = (x ** 2).sum(1)
-        rad = 1 + k1 * r2 + k2 * r2 ** 2 + k3 * r2 ** 3
-        dx = 2 * p1 * x[:, 0] * x[:, 1] + p2 * (r2 + 2 * x[:, 0] ** 2)
-        dy = p1 * (r2 + 2 * x[:, 1] ** 2) + 2 * p2 * x[:, 0] * x[:, 1]
-        x = (pts - np.stack([dx, dy], 1)) / rad[:, None]
-    return x
-
-
-def _pnp_init(obj, norm):
-    n = len(obj)
-    planar = np.linalg.matrix_rank(obj - obj.mean(0), tol=1e-9) < 3
-    if planar:
-        c = obj.mean(0)
-        _, _, vt = np.linalg.svd(obj - c)
-        basis = vt[:2]
-        p2 = (obj - c) @ basis.T
-        A = []
-        for (X, Y), (u, v) in zip(p2, norm):
-            A.append([X, Y, 1, 0, 0, 0, -u * X, -u * Y, -u])
-            A.append([0, 0, 0, X, Y, 1, -v * X, -v * Y, -v])
-        H = np.linalg.svd(np.array(A))[2][-1].reshape(3, 3)
-        h1, h2, h3 = H[:, 0], H[:, 1], H[:, 2]
-        lam = 1.0 / np.linalg.norm(h1)
-        if (lam * h3)[2] < 0:
-            lam = -lam
-        r1, r2 = lam * h1, lam * h2
-        R_local = np.stack([r1, r2, np.cross(r1, r2)], 1)
-        u, _, vt2 = np.linalg.svd(R_local)
-        R_local = u @ vt2
-        t = lam * h3
-        R = R_local @ np.vstack([basis, np.cross(basis[0], basis[1])])
-        t = t - R @ c + R_local @ np.array([0, 0, 0])
-        return rodrigues_np(R).ravel(), t
-    A = []
-    for (X, Y, Z), (u, v) in zip(obj, norm):
-        A.append([X, Y, Z, 1, 0, 0, 0, 0, -u * X, -u * Y, -u * Z, -u])
-        A.append([0, 0, 0, 0, X, Y, Z, 1, -v * X, -v * Y, -v * Z, -v])
-    P = np.linalg.svd(np.array(A))[2][-1].reshape(3, 4)
-    u, s, vt = np.linalg.svd(P[:, :3])
-    scale = 1.0 / s.mean()
-    R = u @ vt
-    t = P[:, 3] * scale
-    if np.linalg.det(R) < 0:
-        R, t = -R, -t
-    if (obj @ R.T + t)[:, 2].mean() < 0:
-        R, t = -R, -t
-    if np.linalg.det(R) < 0:
-        R[:, 2] = -R[:, 2]
-    return rodrigues_np(R).ravel(), t
-
-
-def _project(obj, K, dist, rvec, tvec):
-    R = rodrigues_np(rvec)
-    pc = obj @ R.T + tvec
-    x = pc[:, :2] / pc[:, 2:3]
-    k1, k2, p1, p2, k3 = dist
-    r2 = (x ** 2).sum(1)
-    rad = 1 + k1 * r2 + k2 * r2 ** 2 + k3 * r2 ** 3
-    dx = 2 * p1 * x[:, 0] * x[:, 1] + p2 * (r2 + 2 * x[:, 0] ** 2)
-    dy = p1 * (r2 + 2 * x[:, 1] ** 2) + 2 * p2 * x[:, 0] * x[:, 1]
-    xd = x * rad[:, None] + np.stack([dx, dy], 1)
-    return xd * np.array([K[0, 0], K[1, 1]]) + K[:2, 2]
-
-
-def _pnp_refine(obj, img, K, dist, rvec, tvec):
-    p = np.concatenate([rvec, tvec])
-    lam = 1e-3
-    err = ((_project(obj, K, dist, p[:3], p[3:]) - img) ** 2).sum()
-    for _ in range(50):
-        r0 = (_project(obj, K, dist, p[:3], p[3:]) - img).ravel()
-        J = np.zeros((r0.size, 6))
-        for j in range(6):
-            dp = np.zeros(6)
-            dp[j] = 1e-7 * max(1.0, abs(p[j]))
-            J[:, j] = ((_project(obj, K, dist, (p + dp)[:3], (p + dp)[3:]) - img).ravel() - r0) / dp[j]
-        A = J.T @ J
-        g = J.T @ r0
-        step = np.linalg.solve(A + lam * np.diag(np.diag(A) + 1e-12), -g)
-        q = p + step
-        e2 = ((_project(obj, K, dist, q[:3], q[3:]) - img) ** 2).sum()
-        if e2 < err:
-            p, err, lam = q, e2, lam * 0.3
-            if np.abs(step).max() < 1e-10:
-                break
-        else:
-            lam *= 10
-            if lam > 1e10:
-                break
-    return p[:3], p[3:]
