@@ -9,6 +9,10 @@ convolution blocks and buffer arena); otherwise, or when the backend declines, t
 step plan (``plan.py``). So an ``expr.conv2d`` and a model's convolution of the same shapes run the
 same compiled kernel.
 
+A *delegate backend* (``lowers_every_graph = True``: the NPU bridge to vendor SDKs) is handed every
+static graph, with or without convolutions: ``partition.py`` cuts it between the ops the delegate
+claims and the CPU, so the decision above applies only to the other backends.
+
 Compiled graphs are cached per (structure, input signature, constants, modes, backend settings):
 for a model on its Program, for expression graphs here.
 """
@@ -42,12 +46,26 @@ def worth_lowering(outputs: list[Node], modes: Any = None, macs: int | None = No
     return moded or macs >= settings.threshold()
 
 
+def delegates(backend: Backend) -> bool:
+    """Whether ``backend`` is a delegate backend: it claims ops of every static graph, and
+    ``partition.py`` cuts the graph between it and the CPU."""
+    return bool(getattr(backend, "lowers_every_graph", False))
+
+
+def _compile(backend: Backend, graph: GraphIR, modes: Any) -> Any:
+    """``graph`` compiled by ``backend``: whole, or cut into partitions for a delegate backend."""
+    if delegates(backend):
+        from .partition import lower_partitioned
+        return lower_partitioned(graph, backend, modes)
+    return backend.lower_graph(graph, modes)
+
+
 def lower(graph: GraphIR, modes: Any = None, backend: Backend | None = None) -> Any:
     """The graph compiled by ``backend`` (default: the active one), or None when it stays a step plan."""
-    if not worth_lowering(graph.outputs, modes):
-        return None
     backend = backend if backend is not None else registry.current()
-    compiled = backend.lower_graph(graph, modes)
+    if not delegates(backend) and not worth_lowering(graph.outputs, modes):
+        return None
+    compiled = _compile(backend, graph, modes)
     if compiled is not None:
         settings.counters["graphs_lowered"] += 1
     return compiled
@@ -57,20 +75,28 @@ def plan_for_program(program: Any, signature: tuple, modes: Any) -> Any:
     """What runs a model's forward for an input signature: the program's own plan (control flow,
     small graphs: ``models.program.ExecutionPlan``) or the active backend's lowering of it, built
     once per (signature, modes, backend settings) and cached on the program."""
+    # the program's plan lock (``models.program.plan_lock``: one lowering per key, whichever
+    # threads ask at once; the compiled graph then runs on any number of threads)
+    with program.__dict__.setdefault("_plan_lock", threading.RLock()):
+        return _plan_for_program(program, signature, modes)
+
+
+def _plan_for_program(program: Any, signature: tuple, modes: Any) -> Any:
     plan = program.plan(signature)
     if getattr(plan, "dynamic", False):
         return plan
     cache = program.__dict__.setdefault("_lowered", {})
-    worth = cache.get(("worth", signature, modes))
-    if worth is None:
-        worth = cache[("worth", signature, modes)] = worth_lowering(plan.outputs, modes)
-    if not worth:
-        return plan
     backend = registry.current()
+    if not delegates(backend):
+        worth = cache.get(("worth", signature, modes))
+        if worth is None:
+            worth = cache[("worth", signature, modes)] = worth_lowering(plan.outputs, modes)
+        if not worth:
+            return plan
     key = (signature, modes, backend.plan_key())
     compiled = cache.get(key)
     if compiled is None or getattr(compiled, "source", plan) is not plan:
-        compiled = backend.lower_graph(GraphIR(plan.placeholders, plan.outputs, list(plan.out_fmts)), modes)
+        compiled = _compile(backend, GraphIR(plan.placeholders, plan.outputs, list(plan.out_fmts)), modes)
         if compiled is None:
             compiled = plan
         else:
@@ -130,10 +156,10 @@ def run_expression_graph(order: list[Node], roots: list[Node], key: tuple) -> bo
         if any(r.value is not None for r in roots):
             return False
         pending = [n for n in order if n.value is None]
-        if not worth_lowering(pending, None, conv_macs_of(pending)):
+        if not delegates(backend) and not worth_lowering(pending, None, conv_macs_of(pending)):
             return False
         graph, _ = _cut(order, roots)
-        compiled = backend.lower_graph(graph, None)
+        compiled = _compile(backend, graph, None)
         # the entry keeps the const nodes alive, so their ids stay theirs while it is cached
         hit = (compiled, [n for n in order if n.op == "const"])
         with _lock:
