@@ -6,8 +6,10 @@ NCHW model unchanged: NC4HW4 is NCHW data), looks up the execution plan for the 
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
+import warnings
 from typing import Any, Sequence
 
 import numpy as np
@@ -47,6 +49,17 @@ class _OnBackend:
             outs = self.plan.run(arrays)
         self.out_fmts = self.plan.out_fmts
         return outs
+
+
+def _backend_settings(name: str | None, rt: RuntimeManager | None) -> Any:
+    """The runtime manager's settings for its backend while a plan is lowered (the NPU delegate: the
+    config's "npu" dict, and set_cache's path as the partition cache), or a no-op."""
+    if name != "npu" or rt is None or not (rt.npu or rt.cache_path):
+        return contextlib.nullcontext()
+    opts = dict(rt.npu)
+    if rt.cache_path and "cache_dir" not in opts:
+        opts["cache_dir"] = rt.cache_path + ".npu"
+    return registry.get("npu").options(**opts)
 
 
 def _out_var(arr: np.ndarray, fmt: str) -> Var:
@@ -167,7 +180,7 @@ class _Module:
                 from ..precision import parse_modes
                 modes = parse_modes({"precision": rt.precision if rt is not None else 0,
                                      "memory": rt.memory if rt is not None else getattr(self._program, "memory", 0)})
-                with registry.using(name):
+                with registry.using(name), _backend_settings(name, rt):
                     plan = plan_for_program(self._program, sig, modes)
                 if name not in (None, "cpu"):
                     plan = _OnBackend(plan, name)
@@ -394,6 +407,12 @@ def load_module_from_file(file_name: str, input_names: Sequence[str] = (), outpu
     if runtime_manager is None and (thread_num or num_thread) > 1:
         mod._threads = int(thread_num or num_thread)
     mod._mutable = bool(shape_mutable)
+    if shape_mutable and runtime_manager is not None and runtime_manager.backend_name == "npu":
+        # MNN documents shape_mutable=False as required for NPU backends; here the model still runs,
+        # its delegate partitions compiled once per input shape
+        warnings.warn("the NPU backend (forward type 5) needs shape_mutable=False, as MNN documents; "
+                      "loading with shape_mutable=True compiles the model for the NPU once per input shape",
+                      UserWarning, stacklevel=2)
     if not shape_mutable:
         specs = program.inputs
         if all(s.dims is not None and all(d >= 0 for d in s.dims) for s in specs):

@@ -36,16 +36,19 @@ def _mode(value: Any, table: dict[str, int], key: str) -> int:
 
 #: the runtime config keys MNN reads (createRuntime / createSession / create_runtime_manager)
 KNOWN_KEYS = ("backend", "precision", "memory", "power", "numThread", "saveTensors", "inputPaths", "outputPaths")
+#: mnnjit's own keys: "npu" (a dict: the NPU delegate's bridge, device or providers, partition
+#: knobs; see mnnjit/backends/npu/options.py)
+MNNJIT_KEYS = ("npu",)
 
 
 def known_config(config: dict, where: str) -> dict:
     """``config`` without the keys MNN does not read: real MNN ignores them silently, mnnjit with a
     RuntimeWarning naming them (a misspelt key would otherwise go unnoticed)."""
-    unknown = [k for k in config if k not in KNOWN_KEYS]
+    unknown = [k for k in config if k not in KNOWN_KEYS and k not in MNNJIT_KEYS]
     if unknown:
         warnings.warn(f"{where}: unknown runtime config key(s) {unknown} ignored (valid: {list(KNOWN_KEYS)})",
                       RuntimeWarning, stacklevel=4)
-    return {k: v for k, v in config.items() if k in KNOWN_KEYS}
+    return {k: v for k, v in config.items() if k in KNOWN_KEYS or k in MNNJIT_KEYS}
 
 
 def _known_forward_type(value: Any) -> Any:
@@ -74,6 +77,11 @@ class RuntimeManager:
 
     def __init__(self, config: dict | None = None) -> None:
         config = known_config(dict(config or {}), "create_runtime_manager")
+        #: the NPU delegate's settings for models loaded with this manager (config key "npu")
+        self.npu: dict = {}
+        if config.get("npu") is not None:
+            from ..backends.npu.options import validate
+            self.npu = validate(config["npu"], "runtime config 'npu'")
         #: the mnnjit backend models loaded with this manager run on, and its MNN forward type
         self.backend_name = backend_name(_known_forward_type(config.get("backend", 0)))
         self.backend = _FORWARD_TYPE.get(self.backend_name, 0)
@@ -122,6 +130,8 @@ class RuntimeManager:
         config = {"backend": getattr(self, "backend_name", None) or self.backend, "precision": self.precision,
                   "memory": self.memory,
                   "power": self.power, "numThread": self.num_thread}
+        if getattr(self, "npu", None):
+            config["npu"] = dict(self.npu)
         extra = {"cache_path": self.cache_path, "external_path": self.external_path,
                  "mode": list(self.mode), "hints": dict(self.hints)}
         return (_rebuild_runtime_manager, (config, extra))
