@@ -12,7 +12,7 @@ from .._dtypes import F32, I32, U8
 from ..ops import build as B
 from ._common import as_hwc, image_node, image_var, keep_shape, out_var, plane_out, raw_image_node, size2, to_numpy
 from ._geometry import cv_border
-from ..ops.image_filter import gaussian_kernel
+from ..ops.image_filter import gaussian_kernel, gaussian_taps
 
 __all__ = ["blur", "boxFilter", "sqrBoxFilter", "GaussianBlur", "getGaussianKernel", "Sobel", "Scharr",
            "Laplacian", "getDerivKernels", "spatialGradient", "filter2D", "sepFilter2D", "erode", "dilate",
@@ -63,8 +63,12 @@ def GaussianBlur(src: Any, ksize: Any, sigmaX: float, sigmaY: float = 0.0, borde
         kh = int(round(sy * (3 if node.dtype == U8 else 4) * 2 + 1)) | 1
     if kw <= 0 or kh <= 0:
         raise ValueError(f"GaussianBlur: ksize {ksize!r} and sigma {sigmaX} give no kernel")
-    return plane_out(out_var(_sep(node, gaussian_kernel(kw, sx), gaussian_kernel(kh, sy), borderType, node.dtype,
-                                  fixed=node.dtype == U8)))
+    # taps folded to what can reach the image: memory follows the image, not sigma
+    kx, ax = gaussian_taps(kw, sx, node.shape[1], cv_border(borderType, "borderType"))
+    ky, ay = gaussian_taps(kh, sy, node.shape[0], cv_border(borderType, "borderType"))
+    folded = len(kx) != kw or len(ky) != kh
+    return plane_out(out_var(_sep(node, kx, ky, borderType, node.dtype, anchor=(ax, ay),
+                                  fixed=node.dtype == U8 and not folded)))
 
 
 def _box_size(ksize: Any) -> tuple[int, int]:

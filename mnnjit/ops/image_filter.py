@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .image_geometry import CV_BORDER_CONSTANT, border_index  # noqa: F401
+from .image_geometry import (CV_BORDER_CONSTANT, CV_BORDER_REFLECT, CV_BORDER_REFLECT_101,  # noqa: F401
+                             CV_BORDER_REPLICATE, CV_BORDER_TRANSPARENT, CV_BORDER_WRAP, border_index)
 from .registry import OpDef, register
 
 
@@ -38,6 +39,58 @@ def gaussian_kernel(ksize: int, sigma: float) -> np.ndarray:
     x = np.arange(ksize, dtype=np.float64) - (ksize - 1) * 0.5
     k = np.exp(-(x * x) / (2 * s * s))
     return k / k.sum()
+
+def _fold_window(n: int, border: int) -> tuple[int, int, int]:
+    """(lowest offset, window size, period or 0) of the tap offsets that stay distinct on an axis of n
+    pixels: beyond them a tap reads what another tap reads, for every output pixel."""
+    if border in (CV_BORDER_CONSTANT, CV_BORDER_TRANSPARENT):
+        return -n, 2 * n + 1, 0  # offsets past +-n only ever read the border value
+    if border == CV_BORDER_REPLICATE:
+        return -(n - 1), 2 * n - 1, 0  # past +-(n - 1) only ever the edge pixel
+    period = {CV_BORDER_WRAP: n, CV_BORDER_REFLECT: 2 * n, CV_BORDER_REFLECT_101: max(2 * n - 2, 1)}[border]
+    return -(period // 2), period, period  # periodic borders: offsets alias modulo the period
+
+
+def _bin_taps(k: np.ndarray, off: np.ndarray, n: int, border: int) -> np.ndarray:
+    """Taps ``k`` at offsets ``off`` summed into the window of ``_fold_window``."""
+    lo, size, period = _fold_window(n, border)
+    off = np.mod(off - lo, period) + lo if period else np.clip(off, lo, lo + size - 1)
+    return np.bincount(off - lo, weights=k, minlength=size)
+
+
+def fold_taps(k, anchor: int, n: int, border: int) -> tuple[np.ndarray, int]:
+    """A 1-D correlation kernel with the same result on an axis of ``n`` pixels but at most about 2n taps:
+    taps that read the same border pixels for every output are summed. Kernels that are already short
+    come back unchanged."""
+    k = np.asarray(k, np.float64)
+    lo, size, _ = _fold_window(n, border)
+    if len(k) <= size:
+        return k, int(anchor)
+    return _bin_taps(k, np.arange(len(k)) - int(anchor), n, border), -lo
+
+
+def gaussian_taps(ksize: int, sigma: float, n: int, border: int) -> tuple[np.ndarray, int]:
+    """(taps, anchor) of OpenCV's getGaussianKernel(ksize, sigma) for an axis of ``n`` pixels, folded by
+    ``fold_taps`` and computed in chunks: memory follows the image, not sigma."""
+    ksize = int(ksize)
+    if ksize <= 0 or ksize % 2 == 0:
+        raise ValueError(f"Gaussian kernel size must be odd and positive, got {ksize}")
+    if ksize >= 2 ** 31:
+        raise ValueError(f"Gaussian kernel size {ksize} is too large (sigma too large)")
+    lo, size, _ = _fold_window(n, border)
+    anchor = (ksize - 1) // 2
+    if ksize <= max(size, 1 << 16):
+        return fold_taps(gaussian_kernel(ksize, sigma), anchor, n, border)
+    s = sigma if sigma > 0 else ((ksize - 1) * 0.5 - 1) * 0.3 + 0.8
+    acc = np.zeros(size)
+    total = 0.0
+    for j0 in range(0, ksize, 1 << 20):
+        off = np.arange(j0, min(j0 + (1 << 20), ksize), dtype=np.int64) - anchor
+        v = np.exp(-(off.astype(np.float64) ** 2) / (2 * s * s))
+        total += float(v.sum())
+        acc += _bin_taps(v, off, n, border)
+    return acc / total, -lo
+
 
 def cast_round(v: np.ndarray, dtype: np.dtype) -> np.ndarray:
     """Round half to even and saturate to ``dtype`` (OpenCV's saturate_cast)."""
@@ -77,6 +130,11 @@ def sep_filter_ref(x: np.ndarray, kx, ky, anchor, border: int, delta: float, dty
     """Separable correlation (OpenCV's sepFilter2D) of an HWC image. ``fixed``: uint8 smoothing with 8-bit
     fixed-point taps and (sum + 2^15) >> 16 rounding, as OpenCV's bit-exact GaussianBlur."""
     ax, ay = anchor
+    h, w = x.shape[:2]
+    if len(kx) > 2 * w + 1 or len(ky) > 2 * h + 1:  # taps that cannot reach the image distinctly: fold
+        fixed = False
+        kx, ax = fold_taps(kx, ax, w, border)
+        ky, ay = fold_taps(ky, ay, h, border)
     qx, qy = (fixed_taps(kx), fixed_taps(ky)) if fixed else (None, None)
     if (qx is not None and qy is not None and x.dtype == np.uint8 and np.dtype(dtype) == np.uint8 and not delta
             and len(qx) <= 5 and len(qy) <= 5):  # OpenCV's bit-exact path (longer kernels: float, +-1)
