@@ -249,18 +249,35 @@ class DelegatedGraph:
 
     def explain(self) -> str:
         """The partitions, the CPU segments between them and why each op left on the CPU was refused."""
-        segs = self.cut.segments
-        lines = [f"delegate {self.backend_desc}: {len(self.partitions)} partition(s) on the delegate, "
-                 f"{len(segs) - len(self.partitions)} segment(s) on the CPU"]
-        for seg, _, on in self._units:
-            where = "delegate" if on else ("CPU (SDK compile failed)" if seg.delegated else "CPU")
-            ops = ", ".join(seg.ops)
-            lines.append(f"  segment {seg.index} [{where}] {len(seg.nodes)} op(s): {ops}")
-        if self.cut.refusals:
-            lines.append("refused ops:")
-            for n, why in self.cut.refusals:
-                lines.append(f"  {n.op} {list(n.shape)} {n.dtype}: {why}")
-        return "\n".join(lines)
+        failed = {seg.index for seg, _, on in self._units if seg.delegated and not on}
+        return describe_cut(self.cut, self.backend_desc, failed)
+
+
+def describe_cut(the_cut: Cut, backend_desc: str, failed: set[int] = frozenset()) -> str:
+    """Text for ``explain``: each segment (where it runs, its ops), then every refused op and why;
+    ``failed`` are the indices of claimed segments the SDK failed to compile."""
+    segs = the_cut.segments
+    on = [s for s in segs if s.delegated and s.index not in failed]
+    lines = [f"delegate {backend_desc}: {len(on)} partition(s) on the delegate, "
+             f"{len(segs) - len(on)} segment(s) on the CPU"]
+    for seg in segs:
+        where = ("CPU (the SDK failed to compile it)" if seg.index in failed else
+                 "delegate" if seg.delegated else "CPU")
+        lines.append(f"  segment {seg.index} [{where}] {len(seg.nodes)} op(s): {', '.join(seg.ops)}")
+    if the_cut.refusals:
+        lines.append("refused ops:")
+        for n, why in the_cut.refusals:
+            lines.append(f"  {n.op} {list(n.shape)} {n.dtype}: {why}")
+    return "\n".join(lines)
+
+
+def explain_graph(graph: GraphIR, backend: Any) -> str:
+    """How delegate backend ``backend`` would cut ``graph`` (nothing is compiled)."""
+    claim = backend.claimer(graph)
+    if claim is None:
+        return f"delegate {backend.describe()}: not available, everything runs on the CPU"
+    min_nodes, max_parts = backend.partition_limits()
+    return describe_cut(cut(graph, claim, min_nodes, max_parts), backend.describe())
 
 
 def lower_partitioned(graph: GraphIR, backend: Any, modes: Any = None) -> DelegatedGraph | None:

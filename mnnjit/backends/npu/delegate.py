@@ -61,7 +61,13 @@ class Delegate:
     @classmethod
     def missing(cls) -> str | None:
         """Why the SDK cannot be used in this process (not installed), or None when it can."""
-        if cls.sdk_module and importlib.util.find_spec(cls.sdk_module) is None:
+        if not cls.sdk_module:
+            return None
+        try:
+            found = importlib.util.find_spec(cls.sdk_module) is not None
+        except (ImportError, ValueError):  # a module blocked in sys.modules, a broken parent package
+            found = False
+        if not found:
             return f"the {cls.name} bridge needs the {cls.sdk_module!r} package (pip install {cls.sdk_module})"
         return None
 

@@ -1,0 +1,49 @@
+"""Every shared model through each bridge (OpenVINO's CPU device, ONNX Runtime's CPU provider)
+matches the CPU backend within 1e-4 relative, with its ops in delegated partitions."""
+from __future__ import annotations
+
+import pytest
+
+from mnnjit import settings
+
+from npu_helpers import BRIDGES, cases, entries, forward, load, partitions, rel_err
+
+NAMES = sorted(entries())
+pytestmark = pytest.mark.skipif(not NAMES or not BRIDGES, reason="needs ../shared models and an NPU SDK")
+
+
+@pytest.mark.parametrize("bridge", BRIDGES)
+@pytest.mark.parametrize("name", NAMES)
+def test_model_matches_cpu(bridge: str, name: str) -> None:
+    cpu = load(name)
+    before = settings.counters["npu_partitions_compiled"] + settings.counters["npu_partitions_from_cache"]
+    # (shape_mutable=False: a model with fixed input shapes is compiled for the delegate at load)
+    npu = load(name, {"backend": 5, "npu": {"bridge": bridge}})
+    assert npu._rt.backend == 5
+    for xs in cases(name):
+        exp = forward(cpu, xs)
+        got = forward(npu, xs)
+        assert len(got) == len(exp)
+        for g, e in zip(got, exp):
+            assert g.dtype == e.dtype
+            assert rel_err(g, e) <= 1e-4, (bridge, name, rel_err(g, e))
+        parts = partitions(npu)
+        assert parts, f"{name}: nothing was delegated"
+        delegated = [op for p in parts for op in p.ops]
+        if name == "controlflow":
+            # the If became a select of both branches: the whole graph is one partition
+            assert len(parts) == 1 and "select" in delegated and "greater" in delegated
+        if name.startswith("mobilenetv2"):
+            assert delegated.count("mnn_conv2d") == 52 and len(parts) == 1
+    compiled = settings.counters["npu_partitions_compiled"] + settings.counters["npu_partitions_from_cache"]
+    assert compiled > before
+
+
+def test_npu_by_name_and_hiai_type() -> None:
+    """backend "NN", "NPU" and HIAI's forward type 8 all choose the delegate."""
+    for value in ("NN", "NPU", 8):
+        m = load("mlp", {"backend": value, "npu": {"bridge": BRIDGES[0]}})
+        assert m._rt.backend_name == "npu"
+        (xs,) = cases("mlp")[:1]
+        forward(m, xs)
+        assert partitions(m)
