@@ -86,8 +86,11 @@ class Tensor:
             if len(args) == 2:
                 self._dim = _check_dim(args[1])
             return
-        if isinstance(first, np.ndarray) and len(args) == 1:
+        if isinstance(first, (np.ndarray, list)) and len(args) == 1:
+            # Tensor(data): an ndarray, or a list of values (real MNN: ``Tensor([2, 3])`` holds 2 and 3)
             self._data = np.array(first, copy=True)
+            if self._data.dtype.kind in "iub":
+                self._data = self._data.astype(np.int32)
             if self._data.dtype == np.float64:
                 self._data = self._data.astype(np.float32)
             self._type = _halide(self._data.dtype)

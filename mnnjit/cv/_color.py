@@ -62,9 +62,11 @@ def cvtColor(src: Any, code: int, dstCn: int = 0):
 
 def cvtColorTwoPlane(src1: Any, src2: Any, code: int):
     """YUV 4:2:0 semi-planar conversion from a luma plane [h, w(, 1)] and an interleaved chroma plane
-    [h/2, w/2, 2] (codes COLOR_YUV2*_NV12 / _NV21)."""
+    [h/2, w/2, 2], or its h*w/2 bytes as a flat array as in MNN's docs (codes COLOR_YUV2*_NV12 / _NV21)."""
+    from ..var import Var
     y = as_hwc(image_node(src1, "src1"))
-    uv = image_node(src2, "src2")
+    flat = src2._node if isinstance(src2, Var) else None
+    uv = flat if flat is not None and len(flat.shape) == 1 else image_node(src2, "src2")
     h, w = y.shape[0], y.shape[1]
     if uv.size * 2 != h * w:
         raise ValueError(f"cvtColorTwoPlane: chroma plane of shape {list(uv.shape)} does not match luma "

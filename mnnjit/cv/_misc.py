@@ -240,10 +240,13 @@ def connectedComponentsWithStats(image: Any, connectivity: int = 8):
     np.minimum.at(ymin, lab, ys.ravel())
     np.maximum.at(xmax, lab, xs.ravel())
     np.maximum.at(ymax, lab, ys.ravel())
-    stats = np.stack([xmin, ymin, xmax - xmin + 1, ymax - ymin + 1, area], -1).astype(np.int32)
+    stats = np.stack([xmin, ymin, xmax - xmin + 1, ymax - ymin + 1, area], -1)
+    # an empty label (the background of an image without zeros) reads as OpenCV reports it
+    stats[area == 0] = (-1, np.iinfo(np.int32).max, 0, 0, 0)
+    stats = stats.astype(np.int32)
     with np.errstate(all="ignore"):
-        cx = np.bincount(lab, xs.ravel(), minlength=n) / np.maximum(area, 1)
-        cy = np.bincount(lab, ys.ravel(), minlength=n) / np.maximum(area, 1)
+        cx = np.bincount(lab, xs.ravel(), minlength=n) / area
+        cy = np.bincount(lab, ys.ravel(), minlength=n) / area
     cents = np.stack([cx, cy], -1).astype(np.float32)
     return n, image_var(labels.astype(np.int32)[None, :, :, None]), image_var(stats), image_var(cents)
 

@@ -67,6 +67,12 @@ def as_shape(shape: Any) -> tuple[int, ...]:
         items = list(shape)
     except TypeError:
         raise TypeError(f"expected a shape (int or sequence of ints), got {type(shape).__name__}") from None
+    if any(isinstance(s, (list, tuple)) for s in items):
+        # MNN's docs write nested shapes (``np.ones([[2], [2]])`` is a 2x2 array): flatten them
+        flat: list = []
+        for s in items:
+            flat.extend(as_shape(s) if isinstance(s, (list, tuple)) else [s])
+        items = flat
     try:
         out = tuple(operator.index(s) for s in items)
     except TypeError:

@@ -72,6 +72,8 @@ def randint(low: int, high: int | None = None, size: Any = None, dtype: Any = I3
     if low >= high:
         raise ValueError(f"low >= high ({low} >= {high})")
     dt = _as_np_dtype(dtype)
+    if isinstance(size, float):  # MNN's docs pass ``h * w / 2``: real MNN truncates a float size
+        size = int(size)
     return _node("integers", (1,) if size is None else as_shape(size), dt, low=low, high=high)
 
 
