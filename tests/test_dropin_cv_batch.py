@@ -215,3 +215,16 @@ def test_a_larger_batch_is_refused_clearly():
     x = JF.const(np.zeros((2, H, W, 3), np.float32), [2, H, W, 3], JF.NHWC)
     with pytest.raises(ValueError, match=r"\[1, h, w, c\]"):
         jcv.blur(x, (3, 3))
+
+
+def test_masks_on_a_batch_of_one():
+    """Real MNN refuses a [h, w] mask for a [1, h, w, c] image ("mask [height, width] must equal to src
+    [height, width]"); mnnjit masks the image as OpenCV does and keeps the batch."""
+    data, mask = _image("uint8", 3, 15), (np.random.default_rng(3).random((H, W)) > 0.5).astype(np.uint8)
+    with pytest.raises(ValueError, match="mask"):
+        mcv.copyTo(_mnn_var(data), MF.const(mask, [H, W], MF.NHWC, MF.uint8))
+    jm = JF.const(mask, [H, W], JF.NHWC, JF.uint8)
+    got = jcv.copyTo(_jit_var(data), jm)
+    assert got.shape == [1, H, W, 3] and np.array_equal(np.asarray(got.read())[0], cv2.copyTo(data[0], mask))
+    got = jcv.bitwise_xor(_jit_var(data), _jit_var(data[..., ::-1].copy()), None, jm)
+    assert np.array_equal(np.asarray(got.read())[0], cv2.bitwise_xor(data[0], data[0, ..., ::-1].copy(), mask=mask))

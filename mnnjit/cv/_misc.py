@@ -40,10 +40,12 @@ def copyTo(src: Any, mask: Any = None, dst: Any = None):
     if mask is None:
         return B.wrap(s._node)
     m = _var(mask)
-    if m.ndim < s.ndim:
-        m = B.reshape(m, list(m.shape) + [1] * (s.ndim - m.ndim))
-    if m.shape[:2] != s.shape[:2]:
+    hw = s.shape[1:3] if s.ndim == 4 and s.shape[0] == 1 else s.shape[:2]  # a batch of one: its image's
+    if m.ndim == 4 and m.shape[0] == 1:
+        m = B.reshape(m, m.shape[1:])
+    if m.shape[:2] != hw:
         raise ValueError("mask [height, width] must equal to src [height, width].")
+    m = B.reshape(m, ([1] if s.ndim == 4 else []) + list(m.shape) + [1] * (s.ndim - m.ndim - (s.ndim == 4)))
     d = B.cast(0, s._node.dtype) if dst is None else _var(dst)
     return B.cast(B.select(m, s, d), s._node.dtype)
 
