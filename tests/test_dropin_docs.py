@@ -93,7 +93,7 @@ DELIBERATE = {
     ("cv.md", "cv.boundingRect(contours[0])"): _CONTOURS,
     ("cv.md", "cv.boxPoints(cv.minAreaRect(contours[0]))"): _CONTOURS,
     ("cv.md", "cv.solvePnP(model_points, image_points, camera_matrix, dist_coeffs, flags=cv.SOLVEPNP_SQPNP)"):
-        "SQPnP is being matched to OpenCV's (issue 23 item 8); real MNN's differs from OpenCV's too",
+        "SQPnP equals OpenCV's (real MNN's differs from OpenCV's in the 4th digit)",
     ("start_python.md", "print(image.mean([0, 1]))"): "resize follows OpenCV's bilinear weights (real MNN's "
                                                       "differ: the means differ in the 4th digit)",
     ("CVImageProcess.md", "image_processer.convert(image_data, src_width, src_height, 0, dst_tensor)"):
