@@ -118,17 +118,31 @@ def clear_cache() -> None:
         _graphs.clear()
 
 
-def _cut(order: list[Node], roots: list[Node]) -> tuple[GraphIR, list[Node]]:
+#: ops whose inputs after the first are weights (kept as constants when a delegate lifts data)
+_WEIGHT_OPS = frozenset({"conv2d", "conv2d_transpose", "matmul", "matmul_ex", "prelu"})
+
+
+def _lifted(order: list[Node]) -> set[int]:
+    """The constants of an expression graph a delegate backend is fed per run (they are its data):
+    all but scalars and the weights of convolutions and matmuls. Compiled into its model, each new
+    array would be a new SDK compilation."""
+    weights = {id(i) for n in order if n.op in _WEIGHT_OPS for i in n.inputs[1:]}
+    return {id(n) for n in order if n.op == "const" and n.value is not None and n.size > 1
+            and id(n) not in weights}
+
+
+def _cut(order: list[Node], roots: list[Node], lift: set[int] = frozenset()) -> tuple[GraphIR, list[Node]]:
     """The pending part of a traced expression graph as a static graph: known values that are not
-    constants become placeholders (fed per run), constants (weights) stay, pending nodes are copied
-    onto the new inputs. Returns the graph and the nodes whose values feed its placeholders."""
+    constants (and the constants in ``lift``) become placeholders (fed per run), constants (weights)
+    stay, pending nodes are copied onto the new inputs. Returns the graph and the nodes whose
+    values feed its placeholders."""
     new: dict[int, Node] = {}
     feeds: list[Node] = []
     placeholders: list[Node] = []
     for n in order:
         v = n.value
         if v is not None:
-            if n.op == "const":
+            if n.op == "const" and id(n) not in lift:
                 new[id(n)] = n
             else:
                 p = Node("placeholder", (), {}, n.shape, n.dtype, n.fmt, name=f"in{len(feeds)}")
@@ -145,8 +159,9 @@ def run_expression_graph(order: list[Node], roots: list[Node], key: tuple) -> bo
     """Compute ``roots`` through the active backend's graph lowering when the graph is worth it
     (see :func:`worth_lowering`); False (nothing computed) otherwise. ``key`` is the trace's
     structural key; the constants' identities are added, as lowering packs their values."""
-    consts = tuple(id(n.value) for n in order if n.op == "const" and n.value is not None)
     backend = registry.current()
+    lift = _lifted(order) if delegates(backend) else set()
+    consts = tuple(id(n.value) for n in order if n.op == "const" and n.value is not None and id(n) not in lift)
     full = (key, consts, backend.plan_key())
     with _lock:
         hit = _graphs.get(full)
@@ -158,7 +173,7 @@ def run_expression_graph(order: list[Node], roots: list[Node], key: tuple) -> bo
         pending = [n for n in order if n.value is None]
         if not delegates(backend) and not worth_lowering(pending, None, conv_macs_of(pending)):
             return False
-        graph, _ = _cut(order, roots)
+        graph, _ = _cut(order, roots, lift)
         compiled = _compile(backend, graph, None)
         # the entry keeps the const nodes alive, so their ids stay theirs while it is cached
         hit = (compiled, [n for n in order if n.op == "const"])
@@ -172,7 +187,7 @@ def run_expression_graph(order: list[Node], roots: list[Node], key: tuple) -> bo
     compiled = hit[0]
     if compiled is None:
         return False
-    feeds = [n.value for n in order if n.value is not None and n.op != "const"]
+    feeds = [n.value for n in order if n.value is not None and (n.op != "const" or id(n) in lift)]
     outs = compiled.run([np.ascontiguousarray(a) for a in feeds])
     for r, v in zip(roots, outs):
         if isinstance(v, np.ndarray):

@@ -23,7 +23,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from ... import settings
-from ..base import Backend
+from ..base import Backend, BackendUnavailable
 from . import options as O
 from .cache import cache_root, graph_key
 from .delegate import Delegate, bridge_class, default_bridge
@@ -105,7 +105,12 @@ class NPUBackend(Backend):
 
     @classmethod
     def is_available(cls) -> bool:
-        return cls.unavailable_reason() is None
+        """True when the configured bridge's SDK is installed; else BackendUnavailable saying why
+        (the registry passes the reason on in MNN's fallback message)."""
+        why = cls.unavailable_reason()
+        if why is not None:
+            raise BackendUnavailable(why)
+        return True
 
     # ------------------------------------------------------------------ settings
     def options(self, **opts: Any) -> Any:
