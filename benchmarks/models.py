@@ -10,6 +10,13 @@ three frameworks in turn, one forward each per round, and reports medians and mn
 Also: the MLP's per-forward time (medians of batches of 100 forwards, and of single alternating
 calls) and the first-forward time of a new process (load + first forward) with warm on-disk
 kernel caches (best of three runs after a warming one).
+
+    PYTHONPATH=. python benchmarks/models.py --backend npu [--runs 30] [--threads 1 2]
+
+``--backend npu``: the NPU delegate bridge against mnnjit's CPU backend on MobileNetV2 and ResNet-18,
+one latency per bridge installed (OpenVINO on its CPU device, ONNX Runtime with its CPU provider:
+here the SDKs run on the CPU too, so the numbers show the bridge's overhead), with the number of
+delegated partitions and the largest difference from the CPU backend's output.
 """
 from __future__ import annotations
 
@@ -106,6 +113,84 @@ for name, (mnn_path, onnx_path, shape) in spec["models"].items():
 print("RESULT" + json.dumps(res))
 """
 
+CHILD_NPU = r"""
+import json, sys, time
+import numpy as np
+spec = json.loads(sys.argv[1])
+threads, runs = spec["threads"], spec["runs"]
+import mnnjit as J
+res = {}
+for name, (mnn_path, _onnx, shape) in spec["models"].items():
+    x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
+    jx = J.expr.const(x, list(shape))
+    mods = {"cpu": J.nn.load_module_from_file(mnn_path, ["x"], [], runtime_manager=J.nn.create_runtime_manager(
+        {"numThread": threads}), shape_mutable=False)}
+    for bridge in spec["bridges"]:
+        t0 = time.perf_counter()
+        rt = J.nn.create_runtime_manager({"backend": 5, "numThread": threads,
+                                          "npu": {"bridge": bridge, "num_threads": threads}})
+        mods[bridge] = J.nn.load_module_from_file(mnn_path, ["x"], [], runtime_manager=rt, shape_mutable=False)
+        res.setdefault(name, {})[bridge + "_load_s"] = time.perf_counter() - t0
+    fns = {k: (lambda m=m: m.forward([jx])[0].read_view()) for k, m in mods.items()}
+    ref = np.asarray(fns["cpu"]())
+    out = res.setdefault(name, {})
+    for k, f in fns.items():
+        if k == "cpu":
+            continue
+        out[k + "_max_rel_diff"] = float(np.abs(np.asarray(f()) - ref).max() / np.abs(ref).max())
+        plan = mods[k]._last_plan
+        out[k + "_partitions"] = len(getattr(getattr(plan, "plan", plan), "partitions", []))
+    for f in fns.values():
+        for _ in range(3):
+            f()
+    times = {k: [] for k in fns}
+    for _ in range(runs):
+        for k, f in fns.items():
+            f()  # the first forward after another framework's run is not timed (see the module doc)
+            for _ in range(3):
+                t = time.perf_counter(); f(); times[k].append(time.perf_counter() - t)
+    out.update({k: float(np.median(v)) for k, v in times.items()})
+print("RESULT" + json.dumps(res))
+"""
+
+
+def run_npu(threads: int, runs: int, models: dict, bridges: list[str]) -> dict:
+    """One process timing mnnjit's CPU backend and the NPU delegate through each bridge."""
+    env = dict(os.environ, OPENBLAS_NUM_THREADS=str(threads), OMP_NUM_THREADS=str(threads),
+               NUMBA_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads), PYTHONPATH=ROOT)
+    spec = json.dumps({"threads": threads, "runs": runs, "models": models, "bridges": bridges})
+    out = subprocess.run([sys.executable, "-c", CHILD_NPU, spec], capture_output=True, text=True, env=env,
+                         timeout=3600)
+    for line in out.stdout.splitlines():
+        if line.startswith("RESULT"):
+            return json.loads(line[6:])
+    raise RuntimeError(out.stderr[-3000:])
+
+
+def main_npu(args: argparse.Namespace, runs: int) -> None:
+    """``--backend npu``: latency per bridge against the CPU backend, with partition counts."""
+    import importlib.util
+    bridges = [b for b in ("openvino", "onnxruntime") if importlib.util.find_spec(b) is not None]
+    if not bridges:
+        raise SystemExit("--backend npu needs openvino or onnxruntime (pip install -e '.[npu]')")
+    names = args.models or ["mobilenetv2", "resnet18"]
+    models = {}
+    if "mobilenetv2" in names:
+        models["mobilenetv2"] = (os.path.join(MODELS, "mobilenetv2.mnn"), None, [1, 3, 224, 224])
+    if "resnet18" in names:
+        models["resnet18"] = (_make_resnet18(args.workdir)[1], None, [1, 3, 224, 224])
+    report = {}
+    for t in args.threads:
+        res = report[t] = run_npu(t, runs, models, bridges)
+        for name, r in res.items():
+            cells = "  ".join(f"{k} {r[k] * 1e3:7.2f} ms" + (f" ({r[k + '_partitions']} partition(s), "
+                                                                f"max rel diff {r[k + '_max_rel_diff']:.1e})"
+                                                                if k != "cpu" else "")
+                              for k in ["cpu"] + bridges)
+            print(f"threads={t} {name:12s} {cells}")
+    print(json.dumps(report))
+
+
 FIRST = r"""
 import time, sys
 t0 = time.perf_counter()
@@ -150,9 +235,14 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="MLP and MobileNetV2 only, 10 runs")
     ap.add_argument("--models", nargs="+", help="only these (mlp, mobilenetv2, resnet18)")
     ap.add_argument("--workdir", default=os.path.join(tempfile.gettempdir(), "mnnjit_bench_models"))
+    ap.add_argument("--backend", default="cpu", choices=["cpu", "npu"],
+                    help="npu: the NPU delegate's bridges against mnnjit's CPU backend")
     args = ap.parse_args()
     os.makedirs(args.workdir, exist_ok=True)
     runs = 10 if args.quick else args.runs
+    if args.backend == "npu":
+        main_npu(args, runs)
+        return
     models = {"mlp": (os.path.join(MODELS, "mlp.mnn"), os.path.join(MODELS, "mlp.onnx"), [1, 64]),
               "mobilenetv2": (os.path.join(MODELS, "mobilenetv2.mnn"), _mobilenet_onnx(args.workdir), [1, 3, 224, 224])}
     if not args.quick and (not args.models or "resnet18" in args.models):
