@@ -110,7 +110,7 @@ def _broadcast_case(draw):
     return shape, other, transposed, draw(st.integers(0, 2 ** 16))
 
 
-@SETTINGS
+@settings(SETTINGS, max_examples=10)
 @given(case=_broadcast_case())
 def test_fused_groups_with_broadcasting_on_step_plans(ocl, case) -> None:
     """mnnjit.numpy chains (broadcast operands, transposed views, casts, a reduction) run as fused
@@ -415,3 +415,22 @@ def test_unsupported_step_runs_on_the_host_and_is_listed(ocl) -> None:
     g = lowered(ocl, [y], {x: xv})
     assert [lbl for lbl, _ in g.fallbacks] == ["cumsum"]
     assert "HOST   cumsum" in g.explain()
+
+
+def test_half_storage_groups_copies_and_softmax(ocl) -> None:
+    """precision=low: fusion groups, a reduction, copies and softmax read and write half storage."""
+    from mnnjit.precision import parse_modes
+    from ocl_helpers import lowered
+    rng = np.random.default_rng(4)
+    x = placeholder((2, 6, 20, 20))
+    y = node("tanh", [node("add", [node("mul", [x, const(np.float32(0.5))]),
+                                   const(rng.standard_normal((6, 1, 1)).astype(np.float32))])])
+    outs = [node("reduce_mean", [y], axes=(2, 3), keepdims=False),
+            node("transpose", [y], perm=(0, 2, 3, 1)),
+            node("softmax", [node("concat", [y, x], axis=1)], axis=1)]
+    xv = rng.standard_normal((2, 6, 20, 20)).astype(np.float32)
+    g = lowered(ocl, outs, {x: xv}, parse_modes({"precision": "low"}))
+    assert g.half and not g.fallbacks, g.explain()
+    for got, want in zip(g.run([xv]), reference(outs, {x: xv})):
+        assert got.dtype == np.float32
+        assert np.abs(got - want).max() <= 2e-2 * max(1.0, float(np.abs(want).max()))
