@@ -123,7 +123,9 @@ class CPUBackend(Backend):
         fn = kernels.lookup(node)
         if fn is None:
             return None
-        return fn(list(inputs), node.attrs)
+        from mnnjit.backends.cpu.runtime.tiering import run_or_none
+        # None while its kernels compile in the background: the caller runs the op's reference
+        return run_or_none(fn, list(inputs), node.attrs)
 
     def lower_graph(self, graph: Any, modes: Any = None) -> Any:
         """The graph as kernel steps on a buffer arena (:class:`.kernel_steps.NetPlan`)."""
@@ -159,6 +161,11 @@ class CPUBackend(Backend):
         return f"cpu (numba, {jit.get_num_threads()} threads, cache {jit.kernel_dir()})"
 
     def run_group(self, group: Any, inputs: Sequence[np.ndarray], out: np.ndarray) -> np.ndarray:
+        from mnnjit.backends.cpu.runtime.tiering import run_or_none
+        # None while its kernels compile in the background: the caller runs the group's reference
+        return run_or_none(self._run_group, group, inputs, out)
+
+    def _run_group(self, group: Any, inputs: Sequence[np.ndarray], out: np.ndarray) -> np.ndarray:
         if group.producer is not None:  # a fused resize (compiler/producers.py)
             from mnnjit.backends.cpu.codegen.resize_groups import resize_leaf, run_resize_group
             res = run_resize_group(group, list(inputs), out)

@@ -55,8 +55,14 @@ def run_rows(kernel, args: tuple, n_rows: int, chunks: int) -> None:
     lock = threading.Lock()
     done = threading.Event()
     state = {"next": 0, "left": len(starts), "error": None}
+    from mnnjit.backends.cpu.runtime.tiering import carried
+    mode = carried()    # helpers defer a missing kernel's compile when the caller does
 
     def work():
+        with mode():
+            _work()
+
+    def _work():
         while True:
             with lock:
                 k = state["next"]

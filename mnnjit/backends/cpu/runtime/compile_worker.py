@@ -4,7 +4,7 @@ Started by :mod:`.tiering` (one per process that needs it). It reads jobs from s
 4-byte little-endian length and a pickle of ``(id, module, file or None, qualname, signature)``,
 compiles them one at a time into the shared disk cache (Numba's cache with mnnjit's locator and
 cross-process lock: a kernel another process compiles meanwhile is loaded, not compiled twice)
-and answers ``ok <id> <seconds>`` or ``err <id> <message>`` on stdout.
+and answers ``ok <id> <seconds> <CPU seconds>`` or ``err <id> <message>`` on stdout.
 
 When its parent exits (stdin closes) it finishes the jobs already received, so the next process
 starts warm, then exits; it stops early if the cache tree disappears (a deleted temporary cache).
@@ -78,7 +78,7 @@ def main(argv: list[str]) -> int:
         if tree is not None and not os.path.isdir(tree):
             return 0
         jid, module, path, qualname, sig = job
-        t = time.perf_counter()
+        t, c = time.perf_counter(), time.process_time()
         try:
             disp = _dispatcher(module, path, qualname)
             disp.compile(sig)
@@ -86,7 +86,7 @@ def main(argv: list[str]) -> int:
             msg = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
             _reply(f"err {jid} {msg}")
             continue
-        _reply(f"ok {jid} {time.perf_counter() - t:.3f}")
+        _reply(f"ok {jid} {time.perf_counter() - t:.3f} {time.process_time() - c:.3f}")
 
 
 if __name__ == "__main__":

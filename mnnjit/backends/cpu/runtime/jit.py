@@ -184,7 +184,10 @@ class Kernel:
         if self.disp is None:
             return BROKEN
         from mnnjit.backends.cpu.runtime import tiering
-        if tiering.mode() == "background":
+        m = tiering.mode()
+        if m == "reference":
+            return BROKEN
+        if m == "background":
             try:
                 with tiering.deferring():
                     res = self.disp(*args)

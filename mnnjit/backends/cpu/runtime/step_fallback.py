@@ -26,7 +26,7 @@ from mnnjit.ops.evaluate import compute_node
 from mnnjit.settings import counters
 from mnnjit.backends.cpu.runtime import tiering
 
-__all__ = ["tier_plan", "reference_step", "tiered_call"]
+__all__ = ["tier_steps", "reference_step", "tiered_call"]
 
 
 def _host_f32(v: Any) -> Any:
@@ -102,7 +102,7 @@ def tiered_call(calls: list, index: int, fast: Callable[[list], None],
     state = {"failed": False}
 
     def call(vals: list) -> None:
-        if not state["failed"]:
+        if not state["failed"] and tiering.mode() != "reference":
             try:
                 with tiering.deferring():
                     fast(vals)
@@ -118,17 +118,17 @@ def tiered_call(calls: list, index: int, fast: Callable[[list], None],
     return call
 
 
-def tier_plan(plan: Any) -> None:
-    """Wrap every step call of a built NetPlan (``plan._calls``) with :func:`tiered_call`."""
+def tier_steps(plan: Any, calls: list, buffers: Dict[int, Optional[np.ndarray]]) -> None:
+    """Wrap the bound step calls ``calls`` of a NetPlan (on the buffers ``buffers``) with
+    :func:`tiered_call`, in place."""
     from mnnjit.backends.cpu.kernel_steps import _step_inputs
-    calls = plan._calls
     for t, st in enumerate(plan.steps):
         out = st[-1]
         if st[0] == "ref":
             slow = _ref_node(plan.order[out], list(st[3]), out)
         else:
-            slow = reference_step(plan.order, plan._slot, _step_inputs(st), out,
-                                  plan.buffers.get(out), plan.act_dtype)
+            slow = reference_step(plan.order, plan._slot, _step_inputs(st), out, buffers.get(out),
+                                  plan.act_dtype)
         calls[t] = tiered_call(calls, t, calls[t], slow)
 
 

@@ -49,7 +49,7 @@ from mnnjit import settings as config
 from mnnjit.backends.cpu.runtime import cache as kcache
 from mnnjit.backends.cpu.runtime import compile_lock
 
-__all__ = ["CompileDeferred", "mode", "deferring", "forced", "compile_status", "wait", "ANNOUNCE_AFTER"]
+__all__ = ["CompileDeferred", "mode", "deferring", "forced", "run_or_none", "carried", "compile_status", "wait", "ANNOUNCE_AFTER"]
 
 #: seconds of background compiling after which one line tells the user (stderr)
 ANNOUNCE_AFTER = 1.0
@@ -78,7 +78,8 @@ class Job:
     id: int
     state: str = "pending"
     where: str = "thread"            # "process": sent to the worker process; "thread": compiled here
-    seconds: float = 0.0
+    seconds: float = 0.0              # wall time of the compile
+    cpu_seconds: float = 0.0          # its CPU time (the worker's, or this process's thread's)
     error: str = ""
     submitted: float = field(default_factory=time.perf_counter)
 
@@ -103,7 +104,8 @@ _installed = False
 
 # ------------------------------------------------------------------------------ mode
 def mode() -> str:
-    """``"sync"`` or ``"background"`` (see the module docstring; :func:`forced` wins)."""
+    """``"sync"`` or ``"background"`` (see the module docstring; :func:`forced` wins, and may
+    also say ``"reference"``)."""
     forced_mode = getattr(_tls, "force", None)
     if forced_mode:
         return forced_mode[-1]
@@ -114,9 +116,10 @@ def mode() -> str:
 @contextlib.contextmanager
 def forced(which: str) -> Iterator[None]:
     """Inside the block this thread compiles in mode ``which`` ("sync" or "background"), whatever
-    ``MNNJIT_COMPILE`` says."""
-    if which not in ("sync", "background"):
-        raise ValueError(f"compile mode must be 'sync' or 'background', got {which!r}")
+    ``MNNJIT_COMPILE`` says; "reference" runs every tiered step and generated kernel not yet
+    switched to its kernels on its reference path, compiling nothing (tests, debugging)."""
+    if which not in ("sync", "background", "reference"):
+        raise ValueError(f"compile mode must be 'sync', 'background' or 'reference', got {which!r}")
     stack = getattr(_tls, "force", None)
     if stack is None:
         stack = _tls.force = []
@@ -141,6 +144,30 @@ def deferring() -> Iterator[None]:
         yield
     finally:
         _tls.defer = prev
+
+
+def run_or_none(fn: Any, *args: Any) -> Any:
+    """``fn(*args)`` inside :func:`deferring`, or None when a kernel it needs is compiling in the
+    background (the caller then runs its reference path; also None in "reference" mode)."""
+    m = mode()
+    if m == "sync":
+        return fn(*args)
+    if m == "reference":
+        return None
+    try:
+        with deferring():
+            return fn(*args)
+    except CompileDeferred:
+        config.counters["deferred_runs"] += 1
+        return None
+
+
+def carried() -> Any:
+    """A context factory putting another thread (a helper running blocks of this thread's work)
+    in this thread's compile mode: deferring there too when this thread defers."""
+    if not getattr(_tls, "defer", False):
+        return contextlib.nullcontext
+    return deferring
 
 
 def deferring_now() -> bool:
@@ -293,7 +320,7 @@ def _spawn() -> Optional[subprocess.Popen]:
         _proc = subprocess.Popen(
             [sys.executable, "-m", "mnnjit.backends.cpu.runtime.compile_worker", str(kcache.root())],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            stderr=None if config.debug() else subprocess.DEVNULL, env=env, close_fds=True,
+            stderr=subprocess.DEVNULL, env=env, close_fds=True,
             start_new_session=True)     # outlives this process to finish the queue; no Ctrl-C from the terminal
     except OSError:
         return None
@@ -329,7 +356,9 @@ def _read_replies(proc: subprocess.Popen) -> None:
             if job is None or job.state != "pending":
                 continue
             if parts[0] == "ok":
-                job.seconds = float(parts[2]) if len(parts) > 2 else 0.0
+                nums = parts[2].split() if len(parts) > 2 else []
+                job.seconds = float(nums[0]) if nums else 0.0
+                job.cpu_seconds = float(nums[1]) if len(nums) > 1 else job.seconds
                 _loads.append(job)
             else:
                 job.error = parts[2] if len(parts) > 2 else "compile failed"
@@ -367,7 +396,7 @@ def _work() -> None:
                 return
             job = _loads.popleft() if _loads else _compiles.popleft()
             _busy = job
-        t = time.perf_counter()
+        t, c = time.perf_counter(), time.thread_time()
         try:
             job.disp.compile(job.sig)        # from the disk cache after the worker, else compiled here
             state, err = "done", ""
@@ -377,7 +406,7 @@ def _work() -> None:
         here = time.perf_counter() - t
         with _cv:
             if job.where == "thread":
-                job.seconds = here
+                job.seconds, job.cpu_seconds = here, time.thread_time() - c
             job.state, job.error = state, err
             _busy = None
             config.counters["background_compiles"] += 1
@@ -392,8 +421,8 @@ def _work() -> None:
 # ------------------------------------------------------------------------------ status
 def compile_status() -> dict:
     """What background compiling is doing: ``mode``, ``pending``, ``done`` and ``failed`` job counts,
-    ``compile_seconds`` (their compile times), ``pending_kernels`` (names), ``worker``
-    ("process", "thread" or None) and ``cache`` (the cache tree)."""
+    ``compile_seconds`` / ``compile_cpu_seconds`` (their compile wall / CPU times), ``pending_kernels`` (names), ``worker``
+    ("process", "thread" or None), ``worker_pid`` and ``cache`` (the cache tree)."""
     with _cv:
         jobs = list(_jobs.values())
         worker = "process" if _proc_state == "running" else ("thread" if _thread is not None else None)
@@ -403,9 +432,11 @@ def compile_status() -> dict:
         "done": sum(j.state == "done" for j in jobs),
         "failed": sum(j.state == "failed" for j in jobs),
         "compile_seconds": round(sum(j.seconds for j in jobs), 3),
+        "compile_cpu_seconds": round(sum(j.cpu_seconds for j in jobs), 3),
         "pending_kernels": [j.name for j in jobs if j.state == "pending"],
         "failed_kernels": {j.name: j.error for j in jobs if j.state == "failed"},
         "worker": worker,
+        "worker_pid": _proc.pid if _proc is not None else None,
         "cache": str(kcache.root()),
     }
 
