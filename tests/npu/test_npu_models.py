@@ -72,3 +72,22 @@ def test_expression_graph_on_the_npu(bridge: str) -> None:
         assert rel_err(g, e) <= 1e-4
     assert settings.counters["npu_partitions_compiled"] + settings.counters["npu_partitions_from_cache"] == 1
     assert settings.counters["graphs_lowered"] == 1
+
+
+def test_precision_low_becomes_the_sdks_fp16_setting(tmp_path) -> None:
+    """precision low: OpenVINO's f16 inference-precision hint (f32 otherwise, never its bf16
+    default), the fp16 options of the ONNX Runtime providers that have one."""
+    from mnnjit.backends.npu.onnx_bridge import ONNXRuntimeDelegate
+    qnn = ONNXRuntimeDelegate({"providers": ["QNNExecutionProvider", "CPUExecutionProvider"],
+                               "provider_options": [{"backend_path": "QnnHtp.so"}]})
+    assert qnn._provider_options(True) == [{"backend_path": "QnnHtp.so", "enable_htp_fp16_precision": "1"}, {}]
+    assert qnn._provider_options(False) == [{"backend_path": "QnnHtp.so"}, {}]
+    if "openvino" not in BRIDGES:
+        return
+    from mnnjit.backends.npu.openvino_bridge import OpenVINODelegate
+    d = OpenVINODelegate({"device": "CPU"})
+    assert d._config(True, tmp_path)["INFERENCE_PRECISION_HINT"] == "f16"
+    assert d._config(False, tmp_path)["INFERENCE_PRECISION_HINT"] == "f32"
+    (xs,) = cases("convbn")[:1]
+    got = forward(load("convbn", {"backend": 5, "precision": "low", "npu": {"bridge": "openvino"}}), xs)[0]
+    assert rel_err(got, forward(load("convbn"), xs)[0]) <= 2e-2

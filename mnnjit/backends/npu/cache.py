@@ -16,7 +16,9 @@ from ...graph import topo_order
 
 #: bump when the way partitions are built changes (old entries are then never read)
 FORMAT = 1
+#: id -> (weak reference, digest) of the weights hashed so far
 _digests: dict[int, tuple[Any, str]] = {}
+_MAX_DIGESTS = 4096
 
 
 def _array_digest(a: np.ndarray) -> str:
@@ -29,6 +31,9 @@ def _memo(obj: Any, compute: Any) -> str:
     if hit is not None and hit[0]() is obj:
         return hit[1]
     d = compute()
+    if len(_digests) >= _MAX_DIGESTS:  # forget the entries of arrays that are gone
+        for k in [k for k, (ref, _) in _digests.items() if ref() is None]:
+            del _digests[k]
     try:
         _digests[id(obj)] = (weakref.ref(obj), d)
     except TypeError:  # an object without weak references: not remembered
