@@ -3,9 +3,10 @@ set_global_executor_config (what each means for mnnjit is in docs/COMPATIBILITY.
 from __future__ import annotations
 
 import gc as _gc
-import os
 import sys
 from typing import Any
+
+from ..threads import set_blas_threads, set_kernel_threads
 
 #: Current settings (read by the compiler/backends; plain data so importing this is free).
 settings: dict[str, Any] = {"lazy": False, "lazy_mode": 0, "threads": 4, "backend": 0, "precision": 0}
@@ -33,42 +34,15 @@ def gc(full: Any = True) -> None:
     _gc.collect()
 
 
-def _openblas_setter():
-    """numpy's bundled OpenBLAS ``set_num_threads`` function (None when it cannot be found)."""
-    import ctypes
-    import glob
-    import os
-
-    import numpy as np
-    libdir = os.path.dirname(np.__file__) + ".libs"
-    for path in sorted(glob.glob(os.path.join(libdir, "lib*openblas*.so*"))):
-        try:
-            lib = ctypes.CDLL(path)
-        except OSError:  # pragma: no cover - unreadable library
-            continue
-        for name in ("scipy_openblas_set_num_threads64_", "scipy_openblas_set_num_threads", "openblas_set_num_threads"):
-            fn = getattr(lib, name, None)
-            if fn is not None:
-                return fn
-    return None
-
-
 def _apply_threads(n: int) -> None:
-    setter = _openblas_setter()
-    if setter is not None:
-        setter(max(1, min(n, os.cpu_count() or 1)))
+    set_blas_threads(n)
     compiler = sys.modules.get("mnnjit.compiler")
     if compiler is not None and "numba" in sys.modules:  # keep the compiler's own thread setting in step
         try:
             compiler.set_num_threads(n)
         except Exception:  # pragma: no cover - compiler without a usable threading layer
             pass
-    numba = sys.modules.get("numba")
-    if numba is not None:
-        try:
-            numba.set_num_threads(max(1, min(n, numba.config.NUMBA_NUM_THREADS)))
-        except (ValueError, AttributeError):  # pragma: no cover - numba without a threading layer
-            pass
+    set_kernel_threads(n)
 
 
 def set_thread_number(numberThread: int) -> None:  # noqa: N803 - MNN's name

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import sys
 import warnings
 from typing import Any, Sequence
 
@@ -16,20 +15,14 @@ import numpy as np
 
 from ..backends import registry
 from ..graph import Node
+from ..threads import set_kernel_threads
 from ..models.program import ExecutionPlan, Program, load_program
 from ..ops import build as B
 from ..var import Var
 from .runtime_manager import RuntimeManager, resolve_backend
 
 
-def _set_threads(n: int) -> None:
-    """Use ``n`` Numba worker threads in this thread (when Numba is loaded; capped at its pool size)."""
-    numba = sys.modules.get("numba")
-    if numba is not None:
-        try:
-            numba.set_num_threads(max(1, min(int(n), numba.config.NUMBA_NUM_THREADS)))
-        except (ValueError, AttributeError):
-            pass
+_set_threads = set_kernel_threads
 
 
 def _true() -> bool:

@@ -14,6 +14,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from ..threads import blas_threads
+
 from .._dtypes import F32
 from .registry import OpDef, register
 
@@ -102,58 +104,8 @@ def pad_or_crop(x: np.ndarray, pads: Sequence[int], value: float = 0.0, mode: st
     return x
 
 
-#: GEMMs with fewer multiply-adds run OpenBLAS on one thread (waking its threads costs more than they
-#: save on small products, and far more when other processes load the cores: docs/notes/expr.md).
-SMALL_GEMM = 1 << 26
-_blas_fns: list = []
-
-
-def _blas_thread_fns():
-    """(get, set) of numpy's bundled OpenBLAS thread count, or None when not found."""
-    if not _blas_fns:
-        import ctypes
-        import glob
-        import os
-        found = None
-        for path in sorted(glob.glob(os.path.join(os.path.dirname(np.__file__) + ".libs", "lib*openblas*.so*"))):
-            try:
-                lib = ctypes.CDLL(path)
-            except OSError:  # pragma: no cover
-                continue
-            for prefix, suffix in (("scipy_openblas_", "64_"), ("scipy_openblas_", ""), ("openblas_", "")):
-                get = getattr(lib, f"{prefix}get_num_threads{suffix}", None)
-                put = getattr(lib, f"{prefix}set_num_threads{suffix}", None)
-                if get is not None and put is not None:
-                    get.restype = ctypes.c_int
-                    found = (get, put)
-                    break
-            if found:
-                break
-        _blas_fns.append(found)
-    return _blas_fns[0]
-
-
-class blas_threads_for:  # noqa: N801 - used as a context manager
-    """Context manager: OpenBLAS on one thread inside when ``macs`` < SMALL_GEMM (restored on exit)."""
-
-    __slots__ = ("macs", "restore")
-
-    def __init__(self, macs: int) -> None:
-        self.macs = macs
-        self.restore = None
-
-    def __enter__(self) -> None:
-        fns = _blas_thread_fns() if self.macs < SMALL_GEMM else None
-        if fns is not None:
-            before = fns[0]()
-            if before > 1:
-                fns[1](1)
-                self.restore = (fns[1], before)
-
-    def __exit__(self, *exc) -> None:
-        if self.restore is not None:
-            put, before = self.restore
-            put(before)
+#: the one OpenBLAS thread pin (small products on one thread): ``mnnjit.threads``
+blas_threads_for = blas_threads
 
 
 def gemm(a: np.ndarray, b: np.ndarray, out: np.ndarray, macs: int) -> np.ndarray:

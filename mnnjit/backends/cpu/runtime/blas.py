@@ -15,12 +15,14 @@ from __future__ import annotations
 import ctypes
 import glob
 import os
-from typing import Optional, Tuple
+from typing import Tuple
 
 import numpy as np
 from llvmlite import binding as llb
 from mnnjit.backends.cpu.runtime import numba_setup  # noqa: F401  (first: OpenMP policy, cross-process compile lock)
 from numba.core import types
+
+from mnnjit.threads import blas_threads
 
 __all__ = ["sgemm", "single_threaded_blas", "SGEMM_SYMBOL"]
 
@@ -40,13 +42,6 @@ def _find() -> Tuple[str, str, str, str, bool]:
 
 _PATH, SGEMM_SYMBOL, _SET_NAME, _GET_NAME, _INT64 = _find()
 llb.load_library_permanently(_PATH)
-_LIB = ctypes.CDLL(_PATH)
-_SET = getattr(_LIB, _SET_NAME, None)
-_GET = getattr(_LIB, _GET_NAME, None)
-if _SET is not None:
-    _SET.argtypes, _SET.restype = [ctypes.c_int], None
-if _GET is not None:
-    _GET.restype = ctypes.c_int
 
 _blasint = types.int64 if _INT64 else types.int32
 #: ``sgemm(101 row-major, 111 no-trans, 111, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc)``
@@ -55,15 +50,5 @@ sgemm = types.ExternalFunction(SGEMM_SYMBOL, types.void(
     types.int64, _blasint, types.int64, _blasint, types.float32, types.int64, _blasint))
 
 
-class single_threaded_blas:
-    """Context manager: OpenBLAS uses one thread inside, the previous count is restored after."""
-
-    def __enter__(self) -> "single_threaded_blas":
-        self.prev = _GET() if _GET is not None else None
-        if _SET is not None and self.prev != 1:
-            _SET(1)
-        return self
-
-    def __exit__(self, *exc) -> None:
-        if _SET is not None and self.prev not in (None, 1):
-            _SET(self.prev)
+#: OpenBLAS on one thread while Numba's workers run a plan's kernels (the one pin, ``mnnjit.threads``)
+single_threaded_blas = blas_threads
