@@ -34,14 +34,14 @@ def test_create_runtime_manager_config_values() -> None:
 
 
 def test_unavailable_backend_falls_back_to_cpu_with_warning(capsys) -> None:
-    rt = nn.create_runtime_manager({"backend": "OPENCL", "precision": "low"})
+    rt = nn.create_runtime_manager({"backend": "VULKAN", "precision": "low"})
     assert "use 0" in capsys.readouterr().err
     m = nn.load_module_from_file(os.path.join(MODELS, "mlp.mnn"), ["x"], ["prob"], runtime_manager=rt)
     data = np.load(os.path.join(MODELS, "mlp.npz"))
     out = m.forward([F.const(data["in0_x"], [1, 64])])[0]
     # precision=low keeps fp16 activations/weights on the CPU (issue 7): fp16 tolerance
     np.testing.assert_allclose(out.read(), data["out0_prob"], atol=1e-3)
-    nn.load_module_from_file(os.path.join(MODELS, "mlp.mnn"), ["x"], ["prob"], backend=3)
+    nn.load_module_from_file(os.path.join(MODELS, "mlp.mnn"), ["x"], ["prob"], backend=7)
     assert "use 0" in capsys.readouterr().err
 
 
