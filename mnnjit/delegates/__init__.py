@@ -37,6 +37,9 @@ from ..backends.npu.options import configure, current, reset  # noqa: F401
 from ..backends.npu.options import using as options  # noqa: F401
 from ..backends.npu.portable import OPS, portable_claim  # noqa: F401
 
+__all__ = ["Delegate", "Compiled", "register", "names", "portable_claim", "OPS", "configure", "reset", "current",
+           "options", "explain", "NPUDelegateWarning"]
+
 
 def register(cls: type[Delegate], name: str | None = None) -> type[Delegate]:
     """Make bridge class ``cls`` selectable by name (``cls.name`` unless ``name`` is given); usable

@@ -11,6 +11,8 @@ from .delegate import Compiled, Delegate, register  # noqa: F401
 from .options import configure  # noqa: F401
 
 BACKEND = NPUBackend
+__all__ = ["BACKEND", "NPUBackend", "NPUDelegateWarning", "Compiled", "Delegate", "register", "configure",
+           "unavailable_reason"]
 
 
 def unavailable_reason() -> str | None:
