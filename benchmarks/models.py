@@ -17,6 +17,13 @@ kernel caches (best of three runs after a warming one).
 one latency per bridge installed (OpenVINO on its CPU device, ONNX Runtime with its CPU provider:
 here the SDKs run on the CPU too, so the numbers show the bridge's overhead), with the number of
 delegated partitions and the largest difference from the CPU backend's output.
+
+    PYTHONPATH=. python benchmarks/models.py --backend opencl [--runs 30] [--threads 1 2]
+
+``--backend opencl``: the OpenCL backend (``backend=3``, fp32 and precision=low) against mnnjit's CPU
+backend on MobileNetV2 and ResNet-18: the device's name, latency medians, the steps that fell back to
+the host and the largest relative difference from the CPU backend's output. On PoCL's CPU device
+the numbers are informational (both backends share the same cores).
 """
 from __future__ import annotations
 
@@ -154,6 +161,75 @@ print("RESULT" + json.dumps(res))
 """
 
 
+CHILD_OPENCL = r"""
+import json, sys, time
+import numpy as np
+spec = json.loads(sys.argv[1])
+threads, runs = spec["threads"], spec["runs"]
+import mnnjit as J
+from mnnjit.backends import registry
+res = {"device": registry.get("opencl").describe()}
+for name, (mnn_path, _onnx, shape) in spec["models"].items():
+    x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
+    jx = J.expr.const(x, list(shape))
+    mods = {}
+    for key, cfg in (("cpu", {"numThread": threads}), ("opencl", {"backend": 3}),
+                     ("opencl_fp16", {"backend": 3, "precision": "low"})):
+        t0 = time.perf_counter()
+        mods[key] = J.nn.load_module_from_file(mnn_path, ["x"], [], runtime_manager=J.nn.create_runtime_manager(cfg))
+        mods[key].forward([jx])[0].read_view()  # builds (and on a cold cache compiles) the plan
+        res.setdefault(name, {})[key + "_first_s"] = time.perf_counter() - t0
+    fns = {k: (lambda m=m: m.forward([jx])[0].read_view()) for k, m in mods.items()}
+    ref = np.asarray(fns["cpu"]())
+    out = res[name]
+    for k in ("opencl", "opencl_fp16"):
+        out[k + "_max_rel_diff"] = float(np.abs(np.asarray(fns[k]()) - ref).max() / np.abs(ref).max())
+        plan = mods[k]._last_plan
+        out[k + "_host_steps"] = len(getattr(getattr(plan, "plan", plan), "fallbacks", []))
+    times = {k: [] for k in fns}
+    for _ in range(runs):
+        for k, f in fns.items():
+            f()  # the first forward after another backend's run is not timed (see the module doc)
+            for _ in range(3):
+                t = time.perf_counter(); f(); times[k].append(time.perf_counter() - t)
+    out.update({k: float(np.median(v)) for k, v in times.items()})
+print("RESULT" + json.dumps(res))
+"""
+
+
+def main_opencl(args: argparse.Namespace, runs: int) -> None:
+    """``--backend opencl``: OpenCL (fp32, precision=low) against the CPU backend, with host steps."""
+    names = args.models or ["mobilenetv2", "resnet18"]
+    models = {}
+    if "mobilenetv2" in names:
+        models["mobilenetv2"] = (os.path.join(MODELS, "mobilenetv2.mnn"), None, [1, 3, 224, 224])
+    if "resnet18" in names:
+        models["resnet18"] = (_make_resnet18(args.workdir)[1], None, [1, 3, 224, 224])
+    report = {}
+    for t in args.threads:
+        res = report[t] = _run_child(CHILD_OPENCL, t, runs, models)
+        print(f"threads={t} device: {res['device']}")
+        for name, r in res.items():
+            if name == "device":
+                continue
+            cells = "  ".join(f"{k} {r[k] * 1e3:8.2f} ms" for k in ("cpu", "opencl", "opencl_fp16"))
+            print(f"threads={t} {name:12s} {cells}   opencl/cpu {r['opencl'] / r['cpu']:6.2f}x   host steps "
+                  f"{r['opencl_host_steps']}/{r['opencl_fp16_host_steps']}   max rel diff "
+                  f"{r['opencl_max_rel_diff']:.1e} (fp16 {r['opencl_fp16_max_rel_diff']:.1e})")
+    print(json.dumps(report))
+
+
+def _run_child(code: str, threads: int, runs: int, models: dict) -> dict:
+    env = dict(os.environ, OPENBLAS_NUM_THREADS=str(threads), OMP_NUM_THREADS=str(threads),
+               NUMBA_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads), PYTHONPATH=ROOT)
+    spec = json.dumps({"threads": threads, "runs": runs, "models": models})
+    out = subprocess.run([sys.executable, "-c", code, spec], capture_output=True, text=True, env=env, timeout=3600)
+    for line in out.stdout.splitlines():
+        if line.startswith("RESULT"):
+            return json.loads(line[6:])
+    raise RuntimeError(out.stderr[-3000:])
+
+
 def run_npu(threads: int, runs: int, models: dict, bridges: list[str]) -> dict:
     """One process timing mnnjit's CPU backend and the NPU delegate through each bridge."""
     env = dict(os.environ, OPENBLAS_NUM_THREADS=str(threads), OMP_NUM_THREADS=str(threads),
@@ -235,13 +311,17 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="MLP and MobileNetV2 only, 10 runs")
     ap.add_argument("--models", nargs="+", help="only these (mlp, mobilenetv2, resnet18)")
     ap.add_argument("--workdir", default=os.path.join(tempfile.gettempdir(), "mnnjit_bench_models"))
-    ap.add_argument("--backend", default="cpu", choices=["cpu", "npu"],
-                    help="npu: the NPU delegate's bridges against mnnjit's CPU backend")
+    ap.add_argument("--backend", default="cpu", choices=["cpu", "npu", "opencl"],
+                    help="npu: the NPU delegate's bridges against mnnjit's CPU backend; "
+                         "opencl: the OpenCL backend (fp32, fp16) against the CPU backend")
     args = ap.parse_args()
     os.makedirs(args.workdir, exist_ok=True)
     runs = 10 if args.quick else args.runs
     if args.backend == "npu":
         main_npu(args, runs)
+        return
+    if args.backend == "opencl":
+        main_opencl(args, runs)
         return
     models = {"mlp": (os.path.join(MODELS, "mlp.mnn"), os.path.join(MODELS, "mlp.onnx"), [1, 64]),
               "mobilenetv2": (os.path.join(MODELS, "mobilenetv2.mnn"), _mobilenet_onnx(args.workdir), [1, 3, 224, 224])}
