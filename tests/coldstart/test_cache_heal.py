@@ -120,10 +120,8 @@ def _damage(path: Path, kind: str) -> None:
         # whose checksum is valid: the load itself fails, not the file check
         from mnnjit.backends.cpu.runtime import cache as kc
         payload = kc._unwrap(data, str(path))
-        if b"BC\xc0\xde" in payload:
-            payload = payload.replace(b"BC\xc0\xde", b"XX\xc0\xde", 1)
-        else:   # an index: a stamp that is not Numba's (unpickles, does not match)
-            payload = payload[:-8] + b"\x00" * 8
+        assert b"BC\xc0\xde" in payload, "not a machine-code file"
+        payload = payload.replace(b"BC\xc0\xde", b"XX\xc0\xde", 1)
         path.write_bytes(kc.MAGIC + hashlib.sha256(payload).digest() + payload)
     else:
         raise ValueError(kind)
@@ -149,15 +147,28 @@ def _copy(warm: Path, dst: Path) -> Path:
     return next(dst.iterdir())
 
 
-@pytest.mark.parametrize("kind", ["truncated", "emptied", "garbage", "llvm"])
-def test_damaged_entries_are_dropped_and_rebuilt(warm_cache, tmp_path, kind):
+# (artifact, file, damage): every damage kind hits a generated and a hand-written kernel; two
+# cases keep the processes few
+CASES = {
+    "truncated+emptied": [("gen", 0, 0, "truncated"), ("hw", 0, 1, "truncated"),
+                          ("gen", 1, 1, "emptied"), ("hw", 1, 0, "emptied")],
+    "garbage+llvm": [("gen", 0, 0, "garbage"), ("hw", 0, 0, "garbage"),
+                     ("gen", 1, 1, "llvm"), ("hw", 1, 1, "llvm")],
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_damaged_entries_are_dropped_and_rebuilt(warm_cache, tmp_path, case):
+    """Index (.nbi) or machine code (.nbc) truncated, emptied, overwritten with garbage, or holding
+    code LLVM refuses; a generated source overwritten with non-UTF-8 bytes."""
     tree = _copy(warm_cache, tmp_path / "c")
     art = _artifacts(tree)
-    (g1, g2), (h1, h2) = sorted(art["gen"]), sorted(art["hw"])
-    damaged = [art["gen"][g1][0], art["gen"][g2][1], art["hw"][h1][0], art["hw"][h2][1]]
-    for p in damaged:
-        _damage(p, kind)
-    if kind == "garbage":      # a generated source overwritten with non-UTF-8 bytes
+    damaged = []
+    for kind, which, file, how in CASES[case]:
+        files = art[kind][sorted(art[kind])[which]]
+        _damage(files[file], how)
+        damaged.append(files[file])
+    if case == "garbage+llvm":      # a generated source overwritten with non-UTF-8 bytes
         src = art["gen_src"][0]
         src.write_bytes(b"\xff\xfe\x00kernel = 1\n\x80\x81")
         damaged.append(src)
@@ -170,11 +181,10 @@ def test_damaged_entries_are_dropped_and_rebuilt(warm_cache, tmp_path, kind):
     # the damaged kernels were compiled again (a rewritten source keeps its valid machine code)
     assert res["counters"].get("kernels_compiled") == 2
     assert all(m == 1 for m, _ in res["hw"].values())
-    if kind == "garbage":
-        again = _run({"MNNJIT_CACHE_DIR": str(tmp_path / "c")})   # healed: all loads, no warning
-        _check_results(again)
-        assert again["warnings"] == [] and again["counters"].get("kernels_compiled", 0) == 0
-        assert all(m == 0 and h == 1 for m, h in again["hw"].values())
+    again = _run({"MNNJIT_CACHE_DIR": str(tmp_path / "c")})   # healed: all loads, no warning
+    _check_results(again)
+    assert again["warnings"] == [] and again["counters"].get("kernels_compiled", 0) == 0
+    assert all(m == 0 and h == 1 for m, h in again["hw"].values())
 
 
 def test_read_only_warm_cache_is_used_as_is(warm_cache, tmp_path):

@@ -158,3 +158,61 @@ def test_exit_during_background_compile_is_clean(tmp_path, worker):
     assert again["warnings"] == [] and again["status2"]["failed"] == 0
     if worker == "process":     # the worker finished both kernels for the next process
         assert again["first"].get("deferred_runs", 0) == 0 and again["first"]["kernel_disk_hits"] == 2
+
+
+WARMUP = r"""
+import json, sys
+import numpy as onp
+import mnnjit.warmup as W
+from mnnjit import compiler
+if sys.argv[1] == "warmup":
+    print(json.dumps(W.warmup(sys.argv[2])))
+else:
+    import mnnjit.nn as nn, mnnjit.expr as F
+    d = onp.load(sys.argv[2][:-4] + ".npz")
+    names = ["r", "up", "padc", "padr", "rmax"]
+    net = nn.load_module_from_file(sys.argv[2], ["x"], names)
+    x = d["in0_x"]
+    ys = net.forward(F.const(x, list(x.shape), F.NCHW))
+    errs = [float(abs(F.convert(y, F.NCHW).read() - d["out0_" + n]).max() / max(1.0, abs(d["out0_" + n]).max()))
+            for y, n in zip(ys, names)]
+    print(json.dumps({"err": max(errs), "counters": dict(compiler.counters)}))
+"""
+
+
+def test_warmup_compiles_everything_a_later_process_needs(tmp_path):
+    """``mnnjit.warmup.warmup`` waits for a model's kernels (here opmix's fused groups, compiled at
+    every size); a later process compiles nothing and matches real MNN."""
+    model = Path(MODELS) / "opmix.mnn"
+    if not model.is_file():
+        pytest.skip(f"{model} not found")
+    env = dict(os.environ, PYTHONPATH=str(ROOT), MNNJIT_CACHE_DIR=str(tmp_path), MNNJIT_JIT_THRESHOLD="0")
+    env.pop("MNNJIT_DEBUG", None)
+    env.pop("MNNJIT_COMPILE", None)
+    out = subprocess.run([sys.executable, "-c", WARMUP, "warmup", str(model)], env=env,
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    rep = json.loads(out.stdout.strip().splitlines()[-1])
+    assert rep["compiled"] >= 2 and rep["kernels"] == rep["compiled"]
+    assert f"[{rep['compiled']}/{rep['compiled']}]" in out.stderr and "in the background" not in out.stderr
+    env["MNNJIT_COMPILE"] = "sync"
+    out = subprocess.run([sys.executable, "-c", WARMUP, "run", str(model)], env=env,
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    res = json.loads(out.stdout.strip().splitlines()[-1])
+    assert res["counters"].get("kernels_compiled", 0) == 0 and res["counters"]["kernel_disk_hits"] >= 2
+    assert res["err"] <= 1e-3
+
+
+def test_warmup_refuses_bad_arguments(tmp_path):
+    from mnnjit.warmup import warmup
+    with pytest.raises(FileNotFoundError, match="not found"):
+        warmup(tmp_path / "missing.mnn")
+    with pytest.raises(TypeError, match="expected a .mnn path"):
+        warmup(42)
+    model = Path(MODELS) / "mlp.mnn"
+    if model.is_file():
+        with pytest.raises(ValueError, match="no input"):
+            warmup(model, {"nope": [1, 64]}, progress=False)
+        with pytest.raises(ValueError, match="takes 2 dimensions"):
+            warmup(model, [[1, 1, 64]], progress=False)

@@ -288,8 +288,14 @@ def _start_announce_timer(batch: int) -> None:
     t.start()
 
 
+#: callers that report progress themselves (warmup) silence the stderr line while > 0
+quiet = 0
+
+
 def _announce(batch: int) -> None:
     global _announced_batch
+    if quiet:
+        return
     with _cv:
         pending = sum(1 for j in _jobs.values() if j.state == "pending")
         if not pending or batch != _batch or _announced_batch == batch:
