@@ -205,7 +205,11 @@ def test_warmup_compiles_everything_a_later_process_needs(tmp_path):
 
 
 def test_warmup_refuses_bad_arguments(tmp_path):
-    from mnnjit.warmup import warmup
+    import mnnjit.warmup
+    from mnnjit.warmup import prewarm, warmup
+    assert callable(mnnjit.warmup)        # mnnjit.warmup(...) is warmup(...)
+    with pytest.raises(ValueError, match="precision"):
+        prewarm("bogus")
     with pytest.raises(FileNotFoundError, match="not found"):
         warmup(tmp_path / "missing.mnn")
     with pytest.raises(TypeError, match="expected a .mnn path"):
