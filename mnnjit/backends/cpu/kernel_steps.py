@@ -54,6 +54,7 @@ from mnnjit.backends.cpu.depthwise.dw_pointwise import DepthwisePointwise, fusab
 from mnnjit.backends.cpu.depthwise.expand_dw import FUSABLE_PATHS, ExpandDepthwise
 from mnnjit.backends.cpu.fp16 import to_f16, to_f32
 from mnnjit.backends.cpu.runtime.launch import bind_launch
+from mnnjit.backends.cpu.runtime.step_fallback import tier_steps
 from mnnjit.backends.cpu.pool import max_pool2d
 
 __all__ = ["NetPlan"]
@@ -88,6 +89,8 @@ class NetPlan:
         outputs = {id(o) for o in plan.outputs}
         self.init: List[Any] = [None] * len(order)
         self.feed_slots = [slot.get(id(p)) for p in plan.placeholders]
+        #: node id -> value slot (a folded node shares the slot of the step computing it)
+        self._slot = slot
         self.steps = steps = []
         folded: Dict[int, int] = {}          # id(act node) -> slot of the add it was folded into
         for k, n in enumerate(order):
@@ -116,6 +119,8 @@ class NetPlan:
         self._static_sv = {st[-1]: K.storage_view(self.buffers[st[-1]]) for st in steps
                            if st[0] != "ref" and self.buffers.get(st[-1]) is not None}
         self._calls = [self._bind(st) for st in steps]
+        # each step runs its reference path until its kernels are compiled (MNNJIT_COMPILE)
+        tier_steps(self, self._calls, self.buffers)
 
     # ------------------------------------------------------------------ building
     def _drop_output_reshapes(self, consumers, outputs) -> None:
