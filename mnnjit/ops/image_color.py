@@ -226,7 +226,11 @@ def _from_ycc(x, bidx, yuv: bool):
 # hue codes and Intel IPP (through OpenCV's IPP HAL) for the _FULL codes other than RGB->HSV. Both
 # vectorise along a row and finish its last pixels (``w % 32`` for OpenCV's HSV->RGB, ``w % 8``
 # otherwise) in scalar code that rounds differently, so those pixels are computed apart (``tail``).
-# docs/notes/cv.md ("HSV / HLS") says what was matched and which few IPP pixels still differ.
+# Checked on all 2^24 input triples (tests/cv/test_cv_color_exact.py): exact, except HSV_FULL->BGR
+# (42 inputs one off in one channel: values within ~1e-7 of x.5 that IPP's float32 operation order
+# rounds the other way) and HLS_FULL->BGR row tails (~0.6 % one off). Assumes AVX2 (SSE4.1-only
+# CPUs have 4-lane loops, hence other tails) and cv2 built with IPP (the pip wheels); without IPP
+# (ARM, ``cv2.ipp.setUseIPP(False)``) cv2's _FULL codes use OpenCV's own code, not followed here.
 _SECTORS = np.array([[1, 3, 0], [1, 0, 2], [3, 0, 1], [0, 2, 1], [0, 1, 3], [2, 1, 0]])
 _f32 = np.float32
 
@@ -448,7 +452,7 @@ def _from_hls_ipp(x, bidx, tail: bool):
     """IPP's uint8 HLS->RGB (_FULL: hue range 255), float32 on lightness and saturation / 255: each of
     red, green and blue interpolates between ``m1`` and ``m2`` at the hue in degrees shifted by +120, 0
     and -120. The vector code rounds to nearest; the scalar ``tail`` truncates (its other arithmetic is
-    not reproduced: ~0.6 % of tail pixels differ by one, see docs/notes/cv.md)."""
+    not reproduced: ~0.6 % of tail pixels differ by one, see the HSV / HLS note above)."""
     deg = x[..., 0].astype(np.float32) * _f32(360 / 255.0)
     l = x[..., 1].astype(np.float32) * _f32(1 / 255.0)
     s = x[..., 2].astype(np.float32) * _f32(1 / 255.0)

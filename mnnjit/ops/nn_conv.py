@@ -22,7 +22,8 @@ from .registry import OpDef, register
 ACTS = ("", "relu", "relu6")
 
 #: Multiply-adds above which the compiled path runs depthwise convolutions with the Numba kernel of
-#: ``mnnjit/backends/cpu/handwritten/nn_ops.py`` (measured: docs/notes/expr.md).
+#: ``mnnjit/backends/cpu/handwritten/nn_ops.py`` (below it numpy's tap loop won while other processes
+#: loaded the cores: docs/DECISIONS.md, "Threads").
 DEPTHWISE_NUMBA_WORK = 1 << 23
 
 

@@ -3,7 +3,8 @@ the _FULL codes), on the numpy path and the compiled one.
 
 The sample: 2^20 random pixels plus every triple of multiples of 17, as an image 1019 pixels wide so
 each row ends in the scalar tail of the vector loops (1019 % 8 = 3 and 1019 % 32 = 27 pixels), and
-the same pixels 1024 wide (no tail). docs/notes/cv.md ("HSV / HLS") describes the arithmetic.
+the same pixels 1024 wide (no tail). mnnjit/ops/image_color.py (its HSV / HLS section) describes the
+arithmetic and the few pixels still one off.
 """
 from __future__ import annotations
 
