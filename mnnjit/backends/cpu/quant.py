@@ -15,7 +15,7 @@ per-thread scratch buffer feeding sgemm); ``matmul(b)`` gives ``W @ b`` in float
 
 :func:`gemm_dynamic_int8` is the other memory=low strategy (activations quantized per column to
 int8, int8 x int8 -> int32 accumulation in Numba); ``benchmarks/precision.py`` measures both and
-the dequantize-a-block path is the faster one here (see ``docs/notes/precision.md``).
+the dequantize-a-block path is the faster one here (``benchmarks/RESULTS.md``).
 
 This module imports numba: import it lazily.
 """

@@ -125,7 +125,7 @@ def _dw3_plane_s1_banded(src, buf, ml, mr, acc, wc, b, dst, W, act):
 
 
 # One parallel driver per plane body (four nearly equal kernels, on purpose): one kernel taking
-# both bodies behind a flag measured 15-45 % slower on 7x7 / 14x14 planes (session 4).
+# both bodies behind a flag measured 15-45 % slower on 7x7 / 14x14 planes.
 @njit(parallel=True, cache=True, error_model="numpy")
 def _k_dw3x3_s1_flat(x, w, bias, out, H, W, act, nchunk):
     """3x3, stride 1, pads 1, dilation 1 on planes of at most one band (:data:`_BAND` outputs);
@@ -321,8 +321,8 @@ def _dw3_plane_s2_banded(src, E, O, ml, acc, wc, b, dst, W, act):
     constant, so flat loops over the outputs alone compute them (the left taps, which wrap into
     the previous row at ox == 0, dropped by a select on the edge mask), band by band of
     ``ml.shape[0]`` outputs (whole output rows), each stored in one pass through the activation.
-    (Against the column halves, 1 thread: 96 planes 112x112 0.37 -> 0.34 ms, 144 planes 56x56
-    0.186 -> 0.169; 28x28 and 14x14 planes got 35 % slower.)"""
+    (Faster than the column halves on planes wider than 32; on 28x28 and 14x14 planes the
+    row-by-row split costs more than the skipped rows save: :data:`_S2_HALVES_MAX_W`.)"""
     OW = W // 2
     OH = src.shape[0] // (2 * W)
     _s2_split(src, E, O, OH, OW)
@@ -370,10 +370,9 @@ def _k_dw3x3_s2_banded(x, w, bias, out, H, W, act, nchunk):
             _dw3_plane_s2_banded(x[nc], A, B, ml, acc, w[c], bias[c], out[nc], W, act)
 
 
-# Measured per MobileNetV2 layer at 1 thread (docs/notes/models.md), flat vs padded-plane kernel:
-# stride 1 2.1-2.7x on 7x7/14x14, 1.5x 28x28, 1.15x 56x56, 1.0x (float16 1.4x) 112x112; stride 2
-# 1.9-2.5x on 14x14 inputs, 1.6x 28x28, 1.3x 56x56, 1.15x (float16 1.0x) 112x112 - no crossover,
-# so every 3x3 pads-1 layer the flat kernels can take runs them.
+# The flat kernels were at least as fast as the padded-plane kernel on every MobileNetV2 layer
+# size (2-2.7x on 7x7 / 14x14 planes, level at 112x112: docs/DECISIONS.md) - no crossover, so
+# every 3x3 pads-1 layer the flat kernels can take runs them.
 
 
 def choose_path(in_shape: Sequence[int], out_shape: Sequence[int], args: Sequence[int],

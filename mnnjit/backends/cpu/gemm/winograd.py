@@ -20,7 +20,7 @@ block of output channels); each task
    (narrowing to the output storage, via :func:`fp16_kernels._store_act`).
 
 Activation codes as in :mod:`.fp16_kernels` (``""``, ``"relu"``, ``"relu6"``, ...). :func:`choose`
-picks F(4,3), F(2,3) or im2col from measurements (docs/notes/winograd.md).
+picks F(4,3), F(2,3) or im2col from measurements (docs/DECISIONS.md).
 
 This module imports numba: import it lazily.
 """
@@ -496,8 +496,8 @@ def _workspace(rows: int, size: int) -> np.ndarray:
 
 
 def _blocks(N: int, C: int, O: int, ntile: int, m: int, threads: int) -> Tuple[int, int]:
-    """(tiles per task T, output channels per task OB), from benchmarks/winograd.py sweeps
-    (docs/notes/winograd.md): sgemm wants many tiles (~100-200: skinny GEMMs run at 10-35
+    """(tiles per task T, output channels per task OB), from benchmarks/winograd.py sweeps:
+    the GEMMs want many tiles (~100-200: skinny GEMMs run at 10-35
     GFLOP/s instead of ~70), V + M scratch should stay near L2 (OB shrinks first), and every
     thread gets the same number of tasks (tiles split first when there are enough of them,
     else output channels; a chunk of tasks on one tile block transforms its input once)."""
@@ -627,18 +627,14 @@ def winograd_conv3x3(x: np.ndarray, wt: WinogradWeights, bias: Optional[np.ndarr
 def choose(C: int, O: int, H: int, W: int, threads: int) -> int:
     """Fastest method for a 3x3 stride-1 convolution of ``C -> O`` channels with an ``H x W``
     *output* at ``threads`` threads: 4 (F(4,3)), 2 (F(2,3)) or 0 (im2col + sgemm,
-    :func:`fp16_kernels.conv2d`). From benchmarks/winograd.py (docs/notes/winograd.md):
+    :func:`fp16_kernels.conv2d`). From benchmarks/winograd.py (numbers in benchmarks/RESULTS.md):
 
-    * with the per-position GEMMs on the micro-kernel (no OpenBLAS call overhead, no packing)
-      F(4,3) wins from ~12 tiles of 4x4 per image (outputs >= 13x13: ResNet-18's 56, 28 and
-      14; 14x14 256ch: 1.70 vs 2.36 ms), F(2,3) below (7x7: 3.2 vs 5.9 ms); with OpenBLAS sgemm
-      the crossover was ~20 tiles; the thread count did not change the order;
+    * with the per-position GEMMs on the micro-kernel (no call overhead, no packing) F(4,3) wins
+      from ~12 tiles of 4x4 per image (outputs >= 13x13: ResNet-18's 56, 28 and 14), F(2,3)
+      below (7x7); the thread count does not change the order;
     * one input channel: the GEMMs are rank-1 updates, im2col (K = 9) is as fast and simpler;
-    * re-measured on ResNet-18's layers with the weights in cache and evicted (a 64 MB pass
-      before each call, as in a forward where 16 MB of U per 7x7 layer come from DRAM), 1 thread,
-      ms: 512@7 F(2,3) 1.75-1.9, F(4,3) 3.0-3.4, im2col GEMM 3.4-3.7; 256@14 F(4,3) 1.3-1.5 /
-      1.5-2.6 cold, F(2,3) 2.0-2.1 / 2.2-3.0, im2col 3.2-3.7; 128@28 F(4,3) 1.25-1.4, F(2,3)
-      1.7-1.9, im2col 3.2-3.8: the same order hot and cold, so the rule stands.
+    * the order is the same with the weights in cache and evicted (as in a forward, where a 7x7
+      layer's 16 MB of U come from DRAM).
     """
     if min(C, O, H, W, threads) < 1:
         raise ValueError(f"choose: sizes and threads must be positive, got C={C} O={O} "

@@ -117,10 +117,9 @@ def idle_cpus() -> float:
 
 
 def n_chunks_if_idle(work: int, per_chunk: int) -> int:
-    """``n_chunks`` for memory-bound passes, which a second thread speeds up only when a CPU is idle: on the
-    shared 2-vCPU machine, busy, the hand-off cost more than it saved (1080p gray 0.92 ms serial vs 1.05 ms
-    in blocks, BGR->RGB 0.56 vs 0.58-0.60, resize to 224 0.25 vs 0.35), while OpenCV's two threads halve
-    these passes when a CPU is free (docs/notes/cv.md)."""
+    """``n_chunks`` for memory-bound passes, which a second thread speeds up only when a CPU is idle: on a
+    busy machine the hand-off costs more than it saves (1080p gray: 0.92 ms serial vs 1.05 in blocks),
+    while with a free CPU two threads nearly halve these passes (docs/DECISIONS.md)."""
     n = n_chunks(work, per_chunk)
     return n if n > 1 and idle_cpus() >= 0.5 else 1
 
@@ -434,7 +433,7 @@ def _warp_rows(src, c, m0, m3, rowx, rowy, replicate, bval, out, y0, y1):
 
 
 #: Output tile of the 3-channel warp kernel: the source pixels a tile reads stay in cache (rotations and
-#: shears walk across source rows; measured 1080p rotation: 17 ms untiled, see docs/notes/cv.md).
+#: shears walk across source rows, so an untiled pass re-reads them from memory).
 WARP_TILE_H = 16
 WARP_TILE_W = 256
 
