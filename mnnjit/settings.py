@@ -4,7 +4,7 @@
                          (default: ``$XDG_CACHE_HOME/mnnjit`` or ``~/.cache/mnnjit``)
 * ``MNNJIT_NUM_THREADS`` Numba worker threads (default: Numba's own default, all cores)
 * ``MNNJIT_JIT_THRESHOLD`` element count from which work runs in compiled kernels (default
-                         :data:`DEFAULT_THRESHOLD`, measured, see docs/notes/compiler.md); ``0`` compiles
+                         :data:`DEFAULT_THRESHOLD`, measured, see benchmarks/RESULTS.md); ``0`` compiles
                          everything; ``off`` never compiles (reference path only)
 * ``MNNJIT_SERIAL_THRESHOLD`` element count from which fused chains (two or more elementwise ops) below
                          the compile threshold run as serial compiled kernels (default
@@ -24,7 +24,7 @@ from pathlib import Path
 #: numpy reference path beats a parallel Numba launch plus plan overhead.
 DEFAULT_THRESHOLD = 524288
 
-#: Measured (benchmarks/compiler_threshold.py, docs/notes/compiler.md): from this many elements a fused
+#: Measured (benchmarks/compiler_threshold.py, benchmarks/RESULTS.md): from this many elements a fused
 #: chain run as one serial kernel (no thread team to wake) beats numpy running its ops one by one.
 DEFAULT_SERIAL_THRESHOLD = 65536
 

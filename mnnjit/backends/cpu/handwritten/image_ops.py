@@ -3,7 +3,7 @@
 Loaded by the CPU backend when it first needs a kernel (never by ``import mnnjit.cv``). Each kernel
 returns what the op's numpy ``ref`` returns; cases a kernel does not cover (dtypes, border modes,
 interpolations) run the ``ref``. ``min_size`` values: below about 2^15 output elements numpy's
-reference is as fast (measured, docs/notes/cv.md).
+reference is as fast (measured, docs/DECISIONS.md).
 """
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 
 Imported by the CPU backend when it first needs a kernel (never by ``import mnnjit``). Each kernel
 returns exactly what the op's numpy ``ref`` returns; below the measured work thresholds (the
-threaded Numba kernels lose to numpy while other processes load the cores, docs/notes/expr.md) it
+threaded Numba kernels lose to numpy while other processes load the cores, docs/DECISIONS.md) it
 simply runs the ``ref``.
 """
 from __future__ import annotations
