@@ -329,7 +329,7 @@ def _k_pool(x, out, is_max, kh, kw, sh, sw, pt, pl, pb, pr, include_pad):
     """Max or average pooling of storage arrays x [N, C, H, W] -> out [N, C, OH, OW]. Each output
     row accumulates, tap by tap in (ky, kx) order (the reference's order), the input row segment
     that tap reads for the outputs whose window holds it: contiguous at stride 1, no per-tap
-    bounds tests (they kept the loop scalar)."""
+    bounds tests."""
     N, C, H, W = x.shape
     OH, OW = out.shape[2], out.shape[3]
     # per output column: cells of its window inside the image, or inside the padded image
