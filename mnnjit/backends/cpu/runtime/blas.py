@@ -2,7 +2,7 @@
 
 Calling BLAS from Numba lets one parallel kernel pack a tile, multiply it and run the epilogue
 per thread, instead of a Python loop of small ``np.matmul`` calls (each wakes OpenBLAS's own
-threads: measured 10-30x slower here for tiles of ~50k elements, see docs/notes/precision.md).
+threads: measured 10-30x slower here for tiles of ~50k elements, see docs/DECISIONS.md).
 
 The library is loaded into LLVM's symbol table and the function declared as an external symbol,
 so kernels that call it can still be cached to disk (``cache=True``; a ctypes pointer could not).

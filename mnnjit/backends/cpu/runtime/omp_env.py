@@ -10,7 +10,7 @@ in the environment before that, and only when the user has set neither:
   nothing on an idle machine and costs a lot on a shared one: with one busy process beside a
   2-thread MobileNetV2 forward, ``10000`` (~0.1-0.3 ms of spinning per wait) took 31 ms per
   forward, ``2000`` 16 ms, ``1000`` 14 ms, no spinning 12 ms, 1 thread 12 ms; on an idle machine
-  ``1000`` was ~3 % slower than ``2000`` and ``10000`` (docs/notes/models.md, session 4).
+  ``1000`` was ~3 % slower than ``2000`` and ``10000`` (docs/DECISIONS.md, "Threads").
 * ``OMP_WAIT_POLICY=PASSIVE``: beyond that count workers sleep rather than spin on (libgomp's
   default spins far longer and starves OpenBLAS's threads and other processes).
 
