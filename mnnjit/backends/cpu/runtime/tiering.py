@@ -186,9 +186,8 @@ def _gate(disp: Any, sig: Any) -> None:
         if job.state != "done":
             raise CompileDeferred(job)
         return
-    for o in disp.overloads:         # already compiled (e.g. the caller typed the arguments differently)
-        if o == key[1]:
-            return
+    if key[1] in disp.overloads:     # already compiled (e.g. the caller typed the arguments differently)
+        return
     # a background compile in this process holds the compiler lock: do not queue behind it
     if not global_compiler_lock._lock.acquire(blocking=False):
         raise CompileDeferred(submit(disp, key[1]))
