@@ -104,11 +104,33 @@ def matrix_of(M: Any, rows: int) -> np.ndarray:
     return m[:rows]
 
 
-def _inverse(m3: np.ndarray) -> np.ndarray:
-    det = np.linalg.det(m3)
-    if abs(det) < 1e-300:
-        return np.zeros_like(m3)
-    return np.linalg.inv(m3)
+def _affine_inverse(m: np.ndarray) -> np.ndarray:
+    """The inverse of a 2x3 affine map as OpenCV's warpAffine computes it (1/det, 0 when singular;
+    non-finite entries stay non-finite, so every pixel reads the border)."""
+    (a, b, c), (d, e, f) = m[0], m[1]
+    with np.errstate(all="ignore"):
+        det = a * e - b * d
+        det = 1.0 / det if det != 0 else 0.0
+        a11, a22, a12, a21 = e * det, a * det, b * -det, d * -det
+        return np.array([[a11, a12, -a11 * c - a12 * f], [a21, a22, -a21 * c - a22 * f], [0.0, 0.0, 1.0]])
+
+
+def _inverse3(m: np.ndarray) -> np.ndarray:
+    """The inverse of a 3x3 matrix as OpenCV's invert (DECOMP_LU) computes it for 3x3: the adjugate over
+    the determinant, zeros when it is singular."""
+    with np.errstate(all="ignore"):
+        det = (m[0, 0] * (m[1, 1] * m[2, 2] - m[1, 2] * m[2, 1]) - m[0, 1] * (m[1, 0] * m[2, 2] - m[1, 2] * m[2, 0])
+               + m[0, 2] * (m[1, 0] * m[2, 1] - m[1, 1] * m[2, 0]))
+        if det == 0:
+            return np.zeros((3, 3))
+        d = 1.0 / det
+        return np.array([
+            [(m[1, 1] * m[2, 2] - m[1, 2] * m[2, 1]) * d, (m[0, 2] * m[2, 1] - m[0, 1] * m[2, 2]) * d,
+             (m[0, 1] * m[1, 2] - m[0, 2] * m[1, 1]) * d],
+            [(m[1, 2] * m[2, 0] - m[1, 0] * m[2, 2]) * d, (m[0, 0] * m[2, 2] - m[0, 2] * m[2, 0]) * d,
+             (m[0, 2] * m[1, 0] - m[0, 0] * m[1, 2]) * d],
+            [(m[1, 0] * m[2, 1] - m[1, 1] * m[2, 0]) * d, (m[0, 1] * m[2, 0] - m[0, 0] * m[2, 1]) * d,
+             (m[0, 0] * m[1, 1] - m[0, 1] * m[1, 0]) * d]])
 
 
 def warpAffine(src: Any, M: Any, dsize: Any, flag: int = INTER_LINEAR, borderMode: int = 0, borderValue: Any = 0,
@@ -121,7 +143,7 @@ def warpAffine(src: Any, M: Any, dsize: Any, flag: int = INTER_LINEAR, borderMod
         raise ValueError(f"warpAffine: dsize must be positive, got {dsize!r}")
     m = matrix_of(M, 3)
     m = np.vstack([m[:2], [0.0, 0.0, 1.0]])
-    inv = m if int(flag) & WARP_INVERSE_MAP else _inverse(m)
+    inv = m if int(flag) & WARP_INVERSE_MAP else _affine_inverse(m)
     attrs = {"M": tuple(float(v) for v in inv[:2].ravel()), "size": (dh, dw), "interp": _interp(flag),
              "border": cv_border(borderMode), "value": scalar4(borderValue, node.shape[2])}
     out = B.make_node("warp_affine", (node,), attrs, fmt="NHWC")
@@ -136,7 +158,7 @@ def warpPerspective(src: Any, M: Any, dsize: Any, flag: int = INTER_LINEAR, bord
     if dw <= 0 or dh <= 0:
         raise ValueError(f"warpPerspective: dsize must be positive, got {dsize!r}")
     m = matrix_of(M, 3)
-    inv = m if int(flag) & WARP_INVERSE_MAP else _inverse(m)
+    inv = m if int(flag) & WARP_INVERSE_MAP else _inverse3(m)
     attrs = {"M": tuple(float(v) for v in inv.ravel()), "size": (dh, dw), "interp": _interp(flag),
              "border": cv_border(borderMode), "value": scalar4(borderValue, node.shape[2])}
     return out_var(B.make_node("warp_perspective", (node,), attrs, fmt="NHWC"))

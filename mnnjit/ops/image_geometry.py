@@ -280,6 +280,15 @@ def border_index(i: np.ndarray, n: int, border: int) -> np.ndarray:
     raise ValueError(f"unknown border type {border}")
 
 
+def border_value(value, c: int) -> list:
+    """The per-channel border value of OpenCV's Scalar for ``c`` channels: beyond 4 channels it repeats."""
+    v = list(value)
+    if len(v) < c:
+        v4 = (v + [0.0] * 4)[:4]
+        v = [v4[i % 4] for i in range(c)]
+    return v[:c]
+
+
 def _sample(x: np.ndarray, yi: np.ndarray, xi: np.ndarray, border: int, value: tuple) -> np.ndarray:
     """x[yi, xi] with OpenCV border handling; [.., c] float32 result."""
     h, w, c = x.shape
@@ -288,7 +297,7 @@ def _sample(x: np.ndarray, yi: np.ndarray, xi: np.ndarray, border: int, value: t
     out = x[np.maximum(by, 0), np.maximum(bx, 0)].astype(np.float32)
     if border in (CV_BORDER_CONSTANT, CV_BORDER_TRANSPARENT):
         outside = (by < 0) | (bx < 0)
-        val = np.array((list(value) + [0.0] * 4)[:c], np.float32)
+        val = np.array(border_value(value, c), np.float32)
         out = np.where(outside[..., None], val, out)
     return out
 
@@ -324,7 +333,7 @@ def remap_ref(x: np.ndarray, mx: np.ndarray, my: np.ndarray, interp: int, border
         yi = np.rint(my).astype(np.int64)
         out = _sample(x, yi, xi, border, value)
         return _cast_out(out, x.dtype)
-    if interp == INTER_LINEAR:
+    if interp == INTER_LINEAR and fixed is None:
         return _cast_out(bilinear_float(x, mx, my, border, value), x.dtype)
     if interp in (INTER_CUBIC, INTER_LANCZOS4):
         ks = 4 if interp == INTER_CUBIC else 8
@@ -346,6 +355,13 @@ def remap_ref(x: np.ndarray, mx: np.ndarray, my: np.ndarray, interp: int, border
         wx, wy = _cubic_coeffs(fx), _cubic_coeffs(fy)
     else:
         wx, wy = _lanczos_coeffs(fx), _lanczos_coeffs(fy)
+    if x.dtype == np.uint8 and ks == 2:  # bilinear 15-bit weights: products of 1/32 steps, exact
+        fxi, fyi = ix & 31, iy & 31
+        acc = np.zeros(ix.shape + (x.shape[2],), np.int64)
+        for a, wa in ((0, 32 - fyi), (1, fyi)):
+            for b, wb in ((0, 32 - fxi), (1, fxi)):
+                acc += _sample(x, y0 + a, x0 + b, border, value).astype(np.int64) * (wa * wb * 32)[..., None]
+        return np.clip((acc + (1 << 14)) >> 15, 0, 255).astype(np.uint8)
     if x.dtype == np.uint8:
         # 15-bit weights (INTER_REMAP_COEF_BITS) from OpenCV's corrected table
         wts = remap_int_table(interp)[(iy & 31) * 32 + (ix & 31)].reshape(ix.shape + (ks, ks))
@@ -443,30 +459,82 @@ def _warp_affine_op(xs, attrs):
     x = xs[0]
     oh, ow = attrs["size"]
     interp, border, value = attrs["interp"], attrs["border"], attrs["value"]
-    if interp == INTER_LANCZOS4:  # OpenCV's fixed-point warpAffine path
-        return remap_ref(x, None, None, interp, border, value, affine_fixed(attrs["M"], oh, ow))
+    if interp == INTER_LANCZOS4 or _legacy(x, interp):  # OpenCV's fixed-point warpAffine path
+        return _fixed_warp(x, affine_fixed(attrs["M"], oh, ow, interp == INTER_NEAREST), interp, border, value)
     mx, my = _clamp_maps(*affine_maps(attrs["M"], oh, ow))
     if interp == INTER_CUBIC:
         return _cast_out(cubic_float(x, mx, my, border, value), x.dtype)
     return remap_ref(x, mx, my, interp, border, value)
 
 
-def affine_fixed(M: tuple, oh: int, ow: int) -> tuple[np.ndarray, np.ndarray]:
-    """warpAffine's source coordinates in 1/32 pixels for cubic/Lanczos (OpenCV's fixed-point path): row and
-    column terms rounded to 1/1024 pixel separately, plus half a 1/32 step, then shifted down."""
+_I32 = 2 ** 31
+
+
+def _round_i32(v) -> np.ndarray:
+    """saturate_cast<int>(double) as compiled for x86: nearest (ties to even); NaN, infinities and values
+    out of the int range give INT_MIN."""
+    v = np.asarray(v, np.float64)
+    with np.errstate(invalid="ignore"):
+        ok = np.isfinite(v) & (v > -_I32 - 0.5) & (v < _I32 - 0.5)
+    return np.where(ok, np.rint(np.where(ok, v, 0.0)), -_I32).astype(np.int64)
+
+
+def _wrap_i32(v: np.ndarray) -> np.ndarray:
+    """Two's-complement int32 wrap-around of int64 sums."""
+    return ((v + _I32) & 0xFFFFFFFF) - _I32
+
+
+def affine_fixed(M: tuple, oh: int, ow: int, nearest: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """warpAffine's source coordinates in OpenCV's fixed-point path: row and column terms rounded to
+    1/1024 pixel separately (int32, as OpenCV: non-finite terms become INT_MIN, sums wrap), plus half a
+    step, then shifted down to 1/32 pixel (whole pixels when ``nearest``)."""
     m = np.asarray(M, np.float64)
     xs = np.arange(ow, dtype=np.float64)
     ys = np.arange(oh, dtype=np.float64)[:, None]
-    ax = np.rint(m[0] * xs * 1024).astype(np.int64)
-    ay = np.rint(m[3] * xs * 1024).astype(np.int64)
-    x0 = np.rint((m[1] * ys + m[2]) * 1024).astype(np.int64)
-    y0 = np.rint((m[4] * ys + m[5]) * 1024).astype(np.int64)
-    return (x0 + ax + 16) >> 5, (y0 + ay + 16) >> 5
+    with np.errstate(all="ignore"):
+        ax, ay = _round_i32(m[0] * xs * 1024), _round_i32(m[3] * xs * 1024)
+        x0, y0 = _round_i32((m[1] * ys + m[2]) * 1024), _round_i32((m[4] * ys + m[5]) * 1024)
+    half, bits = (512, 10) if nearest else (16, 5)
+    return _wrap_i32(_wrap_i32(x0 + half) + ax) >> bits, _wrap_i32(_wrap_i32(y0 + half) + ay) >> bits
+
+
+def perspective_fixed(M: tuple, oh: int, ow: int, nearest: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """warpPerspective's source coordinates in OpenCV's fixed-point path: in double, clamped to the int
+    range (NaN to INT_MAX, as std::min/std::max treat it), rounded, in 1/32 pixel (whole pixels when
+    ``nearest``); a zero denominator maps to 0."""
+    m = np.asarray(M, np.float64).reshape(9)
+    xs = np.arange(ow, dtype=np.float64)
+    ys = np.arange(oh, dtype=np.float64)[:, None]
+    with np.errstate(all="ignore"):
+        w = (m[7] * ys + m[8]) + m[6] * xs
+        w = np.where(w != 0, (1.0 if nearest else 32.0) / np.where(w != 0, w, 1.0), 0.0)
+        out = []
+        for v in ((m[1] * ys + m[2]) + m[0] * xs, (m[4] * ys + m[5]) + m[3] * xs):
+            f = v * w
+            f = np.where(f < _I32 - 1, f, _I32 - 1)  # NaN fails the test: INT_MAX
+            f = np.where(-_I32 < f, f, -_I32)
+            out.append(np.rint(f).astype(np.int64))
+    return out[0], out[1]
+
+
+def _legacy(x: np.ndarray, interp: int) -> bool:
+    """OpenCV 5's float32 warp kernels take nearest and bilinear only for 1, 3 and 4 channels (bicubic for
+    any): other channel counts go through its older fixed-point path."""
+    return interp in (INTER_NEAREST, INTER_LINEAR) and x.shape[2] not in (1, 3, 4)
+
+
+def _fixed_warp(x, coords, interp, border, value):
+    if interp == INTER_NEAREST:
+        return _cast_out(_sample(x, coords[1], coords[0], border, value), x.dtype)
+    return remap_ref(x, None, None, interp, border, value, coords)
 
 
 def _warp_perspective_op(xs, attrs):
     x = xs[0]
     oh, ow = attrs["size"]
+    if _legacy(x, attrs["interp"]):
+        coords = perspective_fixed(attrs["M"], oh, ow, attrs["interp"] == INTER_NEAREST)
+        return _fixed_warp(x, coords, attrs["interp"], attrs["border"], attrs["value"])
     mx, my = _clamp_maps(*perspective_maps(attrs["M"], oh, ow))
     if attrs["interp"] == INTER_CUBIC:
         return _cast_out(cubic_float(x, mx, my, attrs["border"], attrs["value"]), x.dtype)

@@ -69,7 +69,7 @@ def cvt_color(inputs, attrs):
 def warp_affine(inputs, attrs):
     """Bilinear warpAffine of uint8 images with constant or replicated borders."""
     x = inputs[0]
-    if attrs["interp"] == INTER_LINEAR and x.dtype == np.uint8 and \
+    if attrs["interp"] == INTER_LINEAR and x.dtype == np.uint8 and x.shape[2] in (1, 3, 4) and \
             attrs["border"] in (CV_BORDER_CONSTANT, CV_BORDER_REPLICATE):
         oh, ow = attrs["size"]
         return K.warp_affine_linear_u8(x, attrs["M"], oh, ow, attrs["border"], attrs["value"])
@@ -112,7 +112,7 @@ def morphology(inputs, attrs):
 def warp_perspective(inputs, attrs):
     """Bilinear warpPerspective of uint8 images with constant or replicated borders."""
     x = inputs[0]
-    if attrs["interp"] == INTER_LINEAR and x.dtype == np.uint8 and \
+    if attrs["interp"] == INTER_LINEAR and x.dtype == np.uint8 and x.shape[2] in (1, 3, 4) and \
             attrs["border"] in (CV_BORDER_CONSTANT, CV_BORDER_REPLICATE):
         oh, ow = attrs["size"]
         return K.warp_perspective_linear_u8(x, attrs["M"], oh, ow, attrs["border"], attrs["value"])
