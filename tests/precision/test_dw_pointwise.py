@@ -72,15 +72,17 @@ def test_mobilenet_shapes(c, o, hw, threads):
 
 
 def test_refused_layers_and_arrays():
-    """Stride-2 depthwise layers, float16 storage, quantized 1x1 weights and single-band planes
-    run apart; arrays of the wrong shape or dtype raise instead of being read out of bounds."""
+    """Stride-2 depthwise layers and single-band planes run apart (float16 storage and quantized
+    1x1 weights fuse); arrays of the wrong shape or dtype raise instead of being read out of
+    bounds."""
     _, _, d, p = _layers(1, 8, 8, 40, 120, "", "", 1)
     assert fusable(d, p, np.float32, 1)
-    assert not fusable(d, p, np.float16, 1)
+    assert fusable(d, p, np.float16, 1)
+    assert not fusable(d, p, np.float64, 1)
     codes = np.ones((8, 8), np.int8)
     scale = np.full((8, 1), 0.1, np.float32)
     q = K.PackedWeights.from_quant_rows(QuantRows(codes, scale, np.zeros_like(scale), (8, 8), 8, 8))
-    assert not fusable(d, K.ConvGemm(q, None, d.out_shape, (1, 1)), np.float32, 1)
+    assert fusable(d, K.ConvGemm(q, None, d.out_shape, (1, 1)), np.float32, 1)
     _, _, d2, p2 = _layers(1, 8, 8, 40, 120, "", "", 1, stride=2)
     assert not fusable(d2, p2, np.float32, 1)
     _, _, d3, p3 = _layers(1, 8, 8, 3, 3, "", "", 1)
@@ -146,3 +148,92 @@ def test_producing_conv_refused():
         assert not pre_fits(b, d)
         with pytest.raises(ValueError, match="producing convolution"):
             DepthwisePointwise(d, p, pre=b)
+
+
+def _quant_gemm(w: np.ndarray, bias, in_shape, kernel, stride=(1, 1), pads=(0,) * 4, act="",
+                threads=1, bits=8):
+    """A ConvGemm on ``bits``-bit codes of ``w`` [O, K] (per-row scales) and the dense weights
+    those codes stand for."""
+    lim = 127 if bits == 8 else 7
+    scale = (np.abs(w).max(axis=1, keepdims=True) / lim).astype(np.float32) + 1e-6
+    codes = np.clip(np.rint(w / scale), -lim - 1, lim).astype(np.int8)
+    q = QuantRows(codes, scale, np.zeros_like(scale), w.shape, w.shape[1], bits)
+    g = K.ConvGemm(K.PackedWeights.from_quant_rows(q), bias, in_shape, kernel, stride, pads,
+                   (1, 1), 1, act, threads)
+    return g, codes.astype(np.float32) * scale
+
+
+@settings(max_examples=12, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(1, 2), st.integers(2, 20), st.integers(1, 20), st.integers(6, 40),
+       st.integers(3, 40), st.sampled_from(["", "relu6"]), st.booleans(), st.booleans(),
+       st.sampled_from([None, "stem", "expand"]), st.sampled_from([None, 8, 4]),
+       st.sampled_from([1, 2]), st.integers(0, 2**31))
+def test_storage_and_weight_variants(n, c, o, h, w, act2, half, residual, pre_kind, bits, threads,
+                                     seed):
+    """The one fused kernel in every mode: float16 storage (``uint16`` bits) and/or 8- and
+    4-bit quantized weights (the 1x1 layer's and the producing convolution's), with and without
+    a producing convolution: the same numbers as the kernels run apart in that mode (which
+    store the depthwise output in the same storage), and as the float64 reference on the
+    dequantized weights within the storage's tolerance."""
+    from mnnjit.backends.cpu.cnn_steps import storage_view
+    from mnnjit.backends.cpu.fp16 import to_f16, to_f32
+    rng = np.random.default_rng(seed)
+    if pre_kind is None:
+        x = rng.standard_normal((n, c, h, w)).astype(np.float32)
+        pre, w0d, x_dw = None, None, x
+    else:
+        cin, k, s, pad = (3, 3, 2, 1) if pre_kind == "stem" else (5, 1, 1, 0)
+        x = rng.standard_normal((n, cin, h * s, w * s)).astype(np.float32)
+        w0 = (rng.standard_normal((c, cin * k * k)) / np.sqrt(cin * k * k)).astype(np.float32)
+        b0 = rng.standard_normal(c).astype(np.float32)
+        if bits is None:
+            pre = K.ConvGemm(K.PackedWeights.from_dense(w0), b0, x.shape, (k, k), (s, s),
+                             (pad,) * 4, (1, 1), 1, "relu6", threads)
+            w0d = w0
+        else:
+            pre, w0d = _quant_gemm(w0, b0, x.shape, (k, k), (s, s), (pad,) * 4, "relu6",
+                                   threads, bits)
+        x_dw = None
+    dshape = (n, c, h, w)
+    w1 = rng.standard_normal((c, 9)).astype(np.float32) / 3
+    b1 = rng.standard_normal(c).astype(np.float32)
+    d = Depthwise(w1, b1, dshape, (3, 3), (1, 1), (1, 1, 1, 1), (1, 1), "relu6", threads)
+    w2 = (rng.standard_normal((o, c)) / np.sqrt(c)).astype(np.float32)
+    b2 = rng.standard_normal(o).astype(np.float32)
+    if bits is None:
+        p, w2d = K.ConvGemm(K.PackedWeights.from_dense(w2), b2, dshape, (1, 1), act=act2,
+                            threads=threads), w2
+    else:
+        p, w2d = _quant_gemm(w2, b2, dshape, (1, 1), act=act2, threads=threads, bits=bits)
+    if pre is not None and not pre_fits(pre, d):
+        return
+    f = DepthwisePointwise(d, p, threads, pre=pre)
+    res = rng.standard_normal(p.out_shape).astype(np.float32) if residual else None
+    sto = (lambda a: storage_view(to_f16(a))) if half else (lambda a: a)
+    back = (lambda a: to_f32(a.view(np.float16))) if half else (lambda a: a)
+    dt = np.uint16 if half else np.float32
+    xs, rs = sto(x), None if res is None else sto(res)
+    fused, apart = np.empty(p.out_shape, dt), np.empty(p.out_shape, dt)
+    f.run(xs, fused, rs)
+    y = xs
+    if pre is not None:
+        y = np.empty(pre.out_shape, dt)
+        pre.run(xs, y)
+    mid = np.empty(d.out_shape, dt)
+    d.run(y, mid)
+    p.run(mid, apart, rs)
+    got, a32 = back(fused), back(apart)
+    scale = max(1.0, float(np.abs(a32).max()))
+    # apart and fused store the same intermediates; only the order of the sums differs (and
+    # with a producing convolution under half storage, fused keeps its output in float32)
+    tol_apart = (2e-2 if half and pre is not None else 2e-3 if half else 1e-5) * scale
+    assert np.abs(got - a32).max() <= tol_apart
+    xr = back(xs)
+    if pre is not None:
+        xr = act_ref(conv_ref(xr, w0d.reshape(c, -1, k, k), b0, (s, s), (pad,) * 4, (1, 1), 1),
+                     "relu6")
+    dw = act_ref(conv_ref(xr, w1.reshape(c, 1, 3, 3), b1, (1, 1), (1, 1, 1, 1), (1, 1), c), "relu6")
+    yref = conv_ref(dw, w2d.reshape(o, c, 1, 1), b2, (1, 1), (0,) * 4, (1, 1), 1)
+    ref = act_ref(yref if res is None else yref + back(rs), act2)
+    assert np.abs(got - ref).max() <= (3e-2 if half else 1e-4) * max(1.0, float(np.abs(ref).max()))

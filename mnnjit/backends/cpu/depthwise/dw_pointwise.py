@@ -10,8 +10,13 @@ of the band's pixels, each on a 64-byte line, together in L1/L2), and the micro-
 bias, activation and residual add in its registers (:func:`.conv_gemm._one_tile`).
 
 The depthwise part is :func:`.depthwise_flat._s1_rows` on a copy of the band's input rows with a
-zero row above and below where the plane ends (3x3, pads 1, stride 1, dilation 1). float32
-storage and float weight panels only; other layers run as two steps.
+zero row above and below where the plane ends (3x3, pads 1, stride 1, dilation 1).
+
+One kernel for every mode: float32 or float16 activations (``uint16`` bits; the band's depthwise
+output is then stored as half, as the two layers run apart would store it, and the micro-kernel
+widens it), float weight panels or quantized codes (memory=low: each task dequantizes the 1x1
+layer's and the producing convolution's panels into float32 scratch once, as
+:func:`.conv_gemm._k_conv_gemm` does).
 
 The convolution producing the depthwise input can run inside too (``pre``): a stem (3x3 stride
 2 on the image) or the 1x1 expansion of an inverted residual block. Each band then computes its
@@ -31,7 +36,8 @@ import numpy as np
 from mnnjit.backends.cpu.runtime import numba_setup  # noqa: F401  (first: OpenMP policy, cross-process compile lock)
 from numba import get_num_threads, njit, prange
 
-from mnnjit.backends.cpu.gemm.conv import ConvGemm, _aligned_rows, _im2col, _one_tile, _pack_tail, _tile
+from mnnjit.backends.cpu.gemm.conv import (ConvGemm, _aligned_rows, _deq_panels, _im2col, _one_tile,
+                                           _pack_tail, _tile_to)
 from mnnjit.backends.cpu.depthwise.planes import Depthwise
 from mnnjit.backends.cpu.depthwise.flat import _edge_masks, _s1_rows
 from mnnjit.backends.cpu.fp16 import load
@@ -58,13 +64,17 @@ def band_rows(C: int, H: int, W: int) -> int:
     return max(1, min(H, -(-rows // step) * step))
 
 
+#: activation storage the fused kernel takes (float16 arrives as its uint16 bits)
+STORAGES = (np.dtype(np.float32), np.dtype(np.float16), np.dtype(np.uint16))
+
+
 def fusable(dw: Depthwise, pw: ConvGemm, storage: np.dtype, threads: int) -> bool:
     """Whether ``dw`` followed by ``pw`` runs as one :class:`DepthwisePointwise` kernel: a 3x3
-    stride-1 flat depthwise layer, an ungrouped 1x1 layer with float panels, float32 storage,
-    and bands enough for two tasks per thread (else the layers run apart: a whole plane per
-    band gains nothing and leaves threads idle)."""
+    stride-1 flat depthwise layer, an ungrouped 1x1 layer (float panels or quantized codes),
+    float32 or float16 storage, and bands enough for two tasks per thread (else the layers run
+    apart: a whole plane per band gains nothing and leaves threads idle)."""
     N, C, H, W = dw.in_shape
-    if not (_layers_fit(dw, pw) and np.dtype(storage) == np.float32):
+    if not (_layers_fit(dw, pw) and np.dtype(storage) in STORAGES):
         return False
     return N * -(-H // band_rows(C, H, W)) >= 2 * max(1, threads)
 
@@ -72,8 +82,9 @@ def fusable(dw: Depthwise, pw: ConvGemm, storage: np.dtype, threads: int) -> boo
 def pre_fits(pre: ConvGemm, dw: Depthwise) -> bool:
     """Whether the convolution ``pre`` producing the depthwise layer ``dw``'s input can run
     inside the fused kernel (:class:`DepthwisePointwise` with ``pre``): an ungrouped convolution
-    through im2col with float panels and an activation the micro-kernel applies."""
-    if not (pre.group == 1 and not pre.narrow and pre.w.kind == 0
+    through im2col (float panels or quantized codes) and an activation the micro-kernel
+    applies."""
+    if not (pre.group == 1 and not pre.narrow
             and pre.act in (0, 1, 2) and tuple(pre.out_shape) == tuple(dw.in_shape)):
         return False
     # its im2col block for one band stays in L2 (a stem: 27 rows; a deep 5x5 layer would not)
@@ -84,15 +95,16 @@ def pre_fits(pre: ConvGemm, dw: Depthwise) -> bool:
 
 def _layers_fit(dw: Depthwise, pw: ConvGemm) -> bool:
     return (dw.path == "flat_s1" and pw.direct and pw.group == 1 and not pw.narrow
-            and pw.w.kind == 0 and tuple(dw.out_shape) == tuple(pw.in_shape))
+            and tuple(dw.out_shape) == tuple(pw.in_shape))
 
 
 @njit(inline="always")
 def _pre_rows(x, n, pre, pre_w, pre_bias, col, srow, ya, yb, off, W):
     """Rows ``ya`` .. ``yb - 1`` of the producing convolution's output (all its channels) into
     ``srow`` [channels padded to whole panels, ldS] from column ``1 + off * W``: an im2col block
-    of those output pixels and micro-kernel tiles (the last block's padding columns land in
-    scratch the depthwise part never reads as data)."""
+    (``col``: the input's storage) of those output pixels and micro-kernel tiles into float32
+    ``srow`` (the last block's padding columns land in scratch the depthwise part never reads as
+    data)."""
     Cs, Hs, Ws, kh, kw, sh, sw, pt, pl, dh, dw, act = pre
     Ks = Cs * kh * kw
     ncol = (yb - ya) * W
@@ -101,17 +113,32 @@ def _pre_rows(x, n, pre, pre_w, pre_bias, col, srow, ya, yb, off, W):
     npre = srow.shape[0] // MR
     lds = srow.shape[1]
     for jb in range((ncol + NR - 1) // NR):
-        bp = col.ctypes.data + 4 * jb * NR
+        bp = col.ctypes.data + col.itemsize * jb * NR
         for q in range(npre):
             cp = srow.ctypes.data + 4 * (q * MR * lds + 1 + off * W + jb * NR)
-            _tile(pre_w[q * Ks * MR:(q + 1) * Ks * MR], srow, bp, col.shape[1], cp, lds, Ks,
-                  pre_bias.ctypes.data + 4 * q * MR, act, 0, 0)
+            _tile_to(pre_w[q * Ks * MR:(q + 1) * Ks * MR], col, srow, bp, col.shape[1], cp, lds,
+                     Ks, pre_bias.ctypes.data + 4 * q * MR, act, 0, 0)
+
+
+@njit(inline="always")
+def _float_panels(w, q, rows, K):
+    """Float32 panels of a weight source ``w`` = (kind, panels, codes8, codes4, scale, offset,
+    block) with ``rows`` output rows: the packed panels themselves (kind 0), else its codes
+    dequantized into a fresh array."""
+    kind, panels, codes8, codes4, scale, offset, bs = w
+    if kind == 0:
+        return panels
+    dst = np.empty(q * K * MR, np.float32)
+    _deq_panels(kind, codes8, codes4, scale, offset, bs, 0, rows, 0, q, K, dst)
+    return dst
 
 
 @njit(cache=True)
-def _dwpw_task(x, pre, pre_w, pre_bias, dw_w, dw_b, dw_act, wp, bias, out, res, has_res, act,
-               dims, R, nchunk, task):
-    """One task of :func:`_k_dw_pw` (image ``task // nchunk``, its chunk of row bands), serial."""
+def _dwpw_task(x, pre, pre_src, pre_bias, dw_w, dw_b, dw_act, w_src, bias, out, res, has_res,
+               act, dims, R, nchunk, task):
+    """One task of :func:`_k_dw_pw` (image ``task // nchunk``, its chunk of row bands), serial.
+    Storage: ``x``, ``out``, ``res`` float32 or uint16 half bits alike; weights as
+    :func:`_float_panels` takes them."""
     C, H, W = dims
     N = x.shape[0]
     O = out.shape[1]
@@ -127,24 +154,28 @@ def _dwpw_task(x, pre, pre_w, pre_bias, dw_w, dw_b, dw_act, wp, bias, out, res, 
     out3 = out.reshape(N, O, P)
     res3 = res.reshape(N, O, P)
     npg = (O + MR - 1) // MR
+    wp = _float_panels(w_src, npg, O, C)
     reg_act = act if act <= 2 and not has_res else 0
     ldb = (R * W + NR - 1) // NR * NR
-    mid = _aligned_rows(C, ldb, np.float32)
+    # the band's depthwise output in the activations' storage: the 1x1 tiles read it as they
+    # would read it from memory, rounded alike
+    mid = _aligned_rows(C, ldb, out.dtype)
     # per channel: the band's input rows r0-1 .. r1 (zeros outside the plane) between one guard
     # value either side; with a producing convolution, all channels computed here (its padding
     # rows to a whole panel and its last block's padding columns included)
     lds = ((R + 2) * W + 2 + NR + NR - 1) // NR * NR
     srow = _aligned_rows((C + MR - 1) // MR * MR if has_pre else 1, lds, np.float32)
     Ks = pre[1] * pre[4] * pre[5] if has_pre else 1
-    col = np.zeros((Ks, (((R + 2) * W + NR - 1) // NR * NR) if has_pre else 1), np.float32)
+    pre_w = _float_panels(pre_src, (C + MR - 1) // MR if has_pre else 0, C, Ks)
+    col = np.zeros((Ks, (((R + 2) * W + NR - 1) // NR * NR) if has_pre else 1), x.dtype)
     buf = np.zeros((R + 2) * W + 2, np.float32)
     ml = np.empty(R * W, np.float32)
     mr = np.empty(R * W, np.float32)
     _edge_masks(ml, mr, R * W, W)
     acc = np.empty(R * W, np.float32)
-    btile = np.empty((C, NR), np.float32)
-    ctile = np.empty(MR * NR, np.float32)
-    bblk = np.empty((1, NR), np.float32)
+    btile = np.empty((C, NR), out.dtype)
+    ctile = np.empty(MR * NR, out.dtype)
+    bblk = np.empty((1, NR), out.dtype)
     planes = x.reshape(N * x.shape[1], x.shape[2] * x.shape[3])
     for band in range(b0, b1):
         r0 = band * R
@@ -198,19 +229,22 @@ def _dwpw_task(x, pre, pre_w, pre_bias, dw_w, dw_b, dw_act, wp, bias, out, res, 
     _keep_alive(mid, btile)
     _keep_alive(ctile, bblk)
     _keep_alive(srow, col)
+    _keep_alive(wp, pre_w)
 
 
 @njit(parallel=True, cache=True, error_model="numpy")
-def _k_dw_pw(x, pre, pre_w, pre_bias, dw_w, dw_b, dw_act, wp, bias, out, res, has_res, act,
+def _k_dw_pw(x, pre, pre_src, pre_bias, dw_w, dw_b, dw_act, w_src, bias, out, res, has_res, act,
              dims, R, nchunk):
     """out = act(1x1 conv(depthwise 3x3 s1 p1(y)) [+ res]) for float32 ``out`` [N, O, H, W]
     where ``y`` [N, C, H, W] (``dims`` = (C, H, W)) is ``x`` itself, or with ``pre[0]`` the
     output of a convolution of ``x`` computed band by band (``pre`` = (1, Cs, Hs, Ws, kh, kw, sh,
-    sw, pt, pl, dh, dw, act) and its panels / padded bias ``pre_w`` / ``pre_bias``); ``wp`` the
-    1x1 layer's packed panels and padded bias as in :func:`.conv_gemm._k_conv_gemm`. Tasks:
-    (image, chunk of bands of ``R`` rows)."""
+    sw, pt, pl, dh, dw, act) and its weight source / padded bias ``pre_src`` / ``pre_bias``);
+    ``w_src`` the 1x1 layer's weight source (:func:`_float_panels`: packed panels or quantized
+    codes) and ``bias`` its padded bias as in :func:`.conv_gemm._k_conv_gemm`. Storage: float32
+    or uint16 half bits (``x``, ``out``, ``res`` alike). Tasks: (image, chunk of bands of ``R``
+    rows)."""
     for task in prange(x.shape[0] * nchunk):
-        _dwpw_task(x, pre, pre_w, pre_bias, dw_w, dw_b, dw_act, wp, bias, out, res, has_res,
+        _dwpw_task(x, pre, pre_src, pre_bias, dw_w, dw_b, dw_act, w_src, bias, out, res, has_res,
                    act, dims, R, nchunk, task)
 
 
@@ -230,24 +264,25 @@ class DepthwisePointwise:
         threads = threads or get_num_threads()
         if not _layers_fit(dw, pw):
             raise ValueError("depthwise+1x1: needs a 3x3 stride-1 pads-1 depthwise layer feeding "
-                             "an ungrouped unpadded 1x1 layer with float weights of its shape")
+                             "an ungrouped unpadded 1x1 layer of its shape")
         if pre is not None and not pre_fits(pre, dw):
             raise ValueError("depthwise+1x1: the producing convolution must be an ungrouped "
-                             "float convolution with relu/relu6 or no activation giving the "
+                             "convolution with relu/relu6 or no activation giving the "
                              "depthwise layer's input shape")
         self.dw, self.pw, self.pre = dw, pw, pre
         self.in_shape = dw.in_shape if pre is None else pre.in_shape
         self.out_shape = pw.out_shape
         N, C, H, W = dw.in_shape
         if pre is None:
-            self._pre = ((0,) * 13, np.zeros(1, np.float32), np.zeros(1, np.float32))
+            self._pre = ((0,) * 13, _weight_source(pw.w, none=True), np.zeros(1, np.float32))
         else:
             (kh, kw), (sh, sw), (pt, _, pl, _), (dh, dwl) = pre.kernel, pre.stride, pre.pads, \
                 pre.dilation
             self._pre = ((1,) + tuple(int(v) for v in (pre.in_shape[1], pre.in_shape[2],
                                                        pre.in_shape[3], kh, kw, sh, sw, pt, pl,
                                                        dh, dwl, pre.act)),
-                         pre.w.panels, pre.bias)
+                         _weight_source(pre.w), pre.bias)
+        self._w_src = _weight_source(pw.w)
         #: output rows per band (:func:`band_rows` unless given)
         self.rows = band_rows(C, H, W) if rows is None else max(1, min(H, int(rows)))
         nband = -(-H // self.rows)
@@ -263,8 +298,8 @@ class DepthwisePointwise:
         self.pw.act = code
 
     def run(self, x: np.ndarray, out: np.ndarray, res: Optional[np.ndarray] = None) -> np.ndarray:
-        """Compute into ``out`` (float32 arrays); ``res`` (like ``out``) is added before the 1x1
-        layer's activation."""
+        """Compute into ``out`` (storage arrays like ``x``: float32 or uint16 half bits); ``res``
+        (like ``out``) is added before the 1x1 layer's activation."""
         kernel, args = self.launch(x, out, res)
         kernel(*args)
         return out
@@ -273,15 +308,28 @@ class DepthwisePointwise:
                res: Optional[np.ndarray] = None) -> Tuple[Callable, tuple]:
         """The kernel and arguments of :meth:`run` on these arrays (see
         :func:`.launch.bind_launch`)."""
+        kind = "float32" if x.dtype == np.float32 else "uint16"
         for name, a, shape in (("input", x, self.in_shape), ("output", out, self.out_shape),
                                ("residual", res, self.out_shape)):
             if a is None:
                 continue
-            if a.dtype != np.float32 or not a.flags.c_contiguous or tuple(a.shape) != shape:
-                raise ValueError(f"depthwise+1x1: the {name} must be a C-contiguous float32 "
-                                 f"array of shape {list(shape)}, got {a.dtype} {list(a.shape)}")
+            if a.dtype != kind or not a.flags.c_contiguous or tuple(a.shape) != shape:
+                raise ValueError(f"depthwise+1x1: the {name} must be a C-contiguous {kind} "
+                                 f"array of shape {list(shape)} (float32, or uint16 half bits, "
+                                 f"like the input), got {a.dtype} {list(a.shape)}")
         pw, dw = self.pw, self.dw
-        pre, pre_w, pre_bias = self._pre
-        return _k_dw_pw, (x, pre, pre_w, pre_bias, dw.w, dw.bias, dw.args[8], pw.w.panels,
+        pre, pre_src, pre_bias = self._pre
+        return _k_dw_pw, (x, pre, pre_src, pre_bias, dw.w, dw.bias, dw.args[8], self._w_src,
                           pw.bias, out, out if res is None else res, res is not None, pw.act,
                           tuple(int(v) for v in dw.in_shape[1:]), self.rows, self.nchunk)
+
+
+def _weight_source(w, none: bool = False) -> tuple:
+    """A :class:`.conv_gemm.PackedWeights` as the kernel's weight source tuple (kind, panels,
+    codes8, codes4, scale, offset, block); ``none``: an unused one typed like ``w``'s."""
+    if none:
+        return (np.int64(0), np.zeros(1, np.float32), np.zeros((1, 1), np.int8),
+                np.zeros((1, 1), np.uint8), np.zeros((1, 1), np.float32),
+                np.zeros((1, 1), np.float32), np.int64(1))
+    return (np.int64(w.kind), w.panels, w.codes8, w.codes4, w.scale, w.offset,
+            np.int64(w.block))

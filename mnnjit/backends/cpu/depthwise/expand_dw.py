@@ -8,7 +8,8 @@ stays in L2, and runs the depthwise convolution of those channels straight from 
 launch for both steps; the expanded tensor never exists.
 
 Tasks are (image, chunk of panels). Storage (float32 or float16 bits) and quantized weights are
-handled as in :mod:`.conv_gemm`; the depthwise part is one of the flat per-plane bodies of
+handled as in :mod:`.conv_gemm` (the expanded panel itself is float32 in both: half storage at
+the layer's edges only); the depthwise part is one of the flat per-plane bodies of
 :mod:`.depthwise_flat` (3x3, pads 1, stride 1 or 2: the depthwise layers of MobileNets), the
 banded form for every plane size, so the kernel inlines two bodies only (with all six depthwise
 bodies it took 1-2 minutes to compile).
@@ -23,8 +24,9 @@ import numpy as np
 from mnnjit.backends.cpu.runtime import numba_setup  # noqa: F401  (first: OpenMP policy, cross-process compile lock)
 from numba import get_num_threads, njit, prange
 
+from mnnjit.backends.cpu.fp16 import load, store
 from mnnjit.backends.cpu.gemm.conv import (ConvGemm, _aligned_rows, _copy_block, _deq_panels, _finish_act, _pack_tail,
-                        _tail_block, _tile)
+                        _tail_block, _tile, _tile_to)
 from mnnjit.backends.cpu.depthwise.planes import Depthwise
 from mnnjit.backends.cpu.depthwise.flat import (_BAND, _S2_HALVES_MAX_W, _S2_SLACK, _dw3_plane_s1,
                              _dw3_plane_s1_banded, _dw3_plane_s2, _dw3_plane_s2_banded,
@@ -52,10 +54,13 @@ def _expand_panel(x, n, wp, q, q0, K, P, bias, reg_act, act, mid, btile, ctile, 
     """mid[r] (r < MR, planes of P values) = act(row ``q*MR + r`` of the 1x1 convolution of image
     ``n``): whole 16-column blocks from ``x`` (or from their contiguous copies ``xpk`` [blocks,
     K, NR] when ``packed``) into ``mid``, the last columns from the packed ``btile`` through
-    ``ctile``."""
+    ``ctile`` (``x``'s storage). ``mid`` is float32 whatever the storage: with float16
+    activations the expanded panel, which never leaves L2, is computed and read in float32
+    (no conversions inside the layer; half storage only at its edges)."""
     ap = wp[(q - q0) * K * MR:(q - q0 + 1) * K * MR]
     biasp = bias.ctypes.data + 4 * q * MR
     isz = x.itemsize
+    msz = mid.itemsize
     xb = x.ctypes.data + isz * n * K * P
     mb = mid.ctypes.data
     nfull = P // NR
@@ -66,7 +71,7 @@ def _expand_panel(x, n, wp, q, q0, K, P, bias, reg_act, act, mid, btile, ctile, 
         else:
             bp = xb + isz * jb * NR
             ldb = P
-        _tile(ap, x, bp, ldb, mb + isz * jb * NR, P, K, biasp, reg_act, 0, 0)
+        _tile_to(ap, x, mid, bp, ldb, mb + msz * jb * NR, P, K, biasp, reg_act, 0, 0)
     if tail:
         j0 = nfull * NR
         _tail_block(ap, x, btile.ctypes.data, NR, ctile, K, biasp, reg_act, tail, True)
@@ -75,7 +80,7 @@ def _expand_panel(x, n, wp, q, q0, K, P, bias, reg_act, act, mid, btile, ctile, 
             dst = flat[r * P + j0:r * P + j0 + tail]
             src = ctile[r * NR:r * NR + tail]
             for j in range(tail):
-                dst[j] = src[j]
+                store(dst, j, load(src, j))
     if act > 2:
         flat = mid.reshape(-1)
         _finish_act(flat, MR * P, act)
@@ -213,7 +218,8 @@ def _xdw_task(x, w, kind, codes8, codes4, scale, offset, bs, bias, act1,
     # scratch arrays are used through borrowed views (intrinsics.borrow: no atomic reference
     # counts per slice and per inlined call in this serial task), kept alive below
     wp = borrow(wq)
-    mid_a = np.empty((MR, P), x.dtype)
+    # the expanded panel in float32 (see _expand_panel), the tiles in the input's storage
+    mid_a = np.empty((MR, P), np.float32)
     ctile_a = np.empty(MR * NR, x.dtype)
     btile_a = np.empty((K, NR), x.dtype)
     mid, ctile, btile = borrow(mid_a), borrow(ctile_a), borrow(btile_a)

@@ -30,7 +30,8 @@ from numba.extending import overload
 
 from mnnjit.backends.cpu.fp16 import load, store
 from mnnjit.backends.cpu.gemm.tile import (MR, NR, col_f16, col_f32, tile8_f16, tile8_f32, tile16r2_f16, tile16r2_f32,
-                        tile16r4_f16, tile16r4_f32, tile_f16, tile_f32, tile_pfb_f16, tile_pfb_f32)
+                        tile16r4_f16, tile16r4_f32, tile_f16, tile_f32, tile_fh, tile_hf,
+                        tile_pfb_f16, tile_pfb_f32)
 from mnnjit.backends.cpu.cnn_steps import _act_code, _conv_out_hw, _keep_alive, act_inplace
 
 __all__ = ["PackedWeights", "ConvGemm", "gemm_panels", "pack_grouped", "MR", "NR"]
@@ -78,6 +79,20 @@ def _tile_r2(a, b, bp, ldb, cp, ldc, k, biasp, act, rp, ldr):
 
 def _tile_pfb(a, b, bp, ldb, cp, ldc, k, biasp, act, rp, ldr):
     """:func:`_tile` prefetching the next 16-column block of B (``gemm_tile.tile_pfb_*``)."""
+
+
+def _tile_to(a, b, c, bp, ldb, cp, ldc, k, biasp, act, rp, ldr):
+    """:func:`_tile` with B stored like ``b`` and C (and the residual) like ``c``: a fused
+    kernel's float32 scratch from float16 activations, or the other way (fp32 compute inside a
+    fused layer, float16 storage at its edges)."""
+
+
+@overload(_tile_to, inline="always")
+def _tile_to_ol(a, b, c, bp, ldb, cp, ldc, k, biasp, act, rp, ldr):
+    bh, ch = b.dtype == types.uint16, c.dtype == types.uint16
+    kern = (tile_f16 if ch else tile_hf) if bh else (tile_fh if ch else tile_f32)
+    return lambda a, b, c, bp, ldb, cp, ldc, k, biasp, act, rp, ldr: kern(
+        a.ctypes.data, bp, ldb, cp, ldc, k, biasp, act, rp, ldr)
 
 
 _dispatch(_tile, tile_f32, tile_f16)

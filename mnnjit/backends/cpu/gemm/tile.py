@@ -34,7 +34,8 @@ from numba import types
 from numba.extending import intrinsic
 
 __all__ = ["MR", "NR", "tile_f32", "tile_f16", "tile_pfb_f32", "tile_pfb_f16", "tile8_f32", "tile8_f16", "tile16r4_f32",
-           "tile16r4_f16", "tile16r2_f32", "tile16r2_f16", "col_f32", "col_f16"]
+           "tile16r4_f16", "tile16r2_f32", "tile16r2_f16", "tile_hf", "tile_fh", "col_f32",
+           "col_f16"]
 
 #: rows (output channels) and columns (pixels) of one micro-kernel block
 MR, NR = 6, 16
@@ -102,26 +103,34 @@ _SIG = types.void(*([types.int64] * 8))
 _SIG_TILE = types.void(*([types.int64] * 10))
 
 
-def _arguments(builder: ir.IRBuilder, args, elem_bc: ir.Type) -> tuple:
-    """A kernel call's arguments with the addresses as typed pointers (A and bias float32, B and C
-    the storage type ``elem_bc``)."""
+def _arguments(builder: ir.IRBuilder, args, elem_bc: ir.Type, elem_c: ir.Type = None) -> tuple:
+    """A kernel call's arguments with the addresses as typed pointers (A and bias float32, B the
+    storage type ``elem_bc``, C ``elem_c``, by default B's)."""
     a_i, b_i, ldb_v, c_i, ldc_v, k_v, bias_i, act_v = args
+    elem_c = elem_bc if elem_c is None else elem_c
     return (builder.inttoptr(a_i, _F32.as_pointer()), builder.inttoptr(b_i, elem_bc.as_pointer()),
-            ldb_v, builder.inttoptr(c_i, elem_bc.as_pointer()), ldc_v, k_v,
+            ldb_v, builder.inttoptr(c_i, elem_c.as_pointer()), ldc_v, k_v,
             builder.inttoptr(bias_i, _F32.as_pointer()), act_v)
 
 
-def _make_tile(bc_half: bool, nr: int = 16, mr: int = MR, pf_b: bool = False):
+def _make_tile(bc_half: bool, nr: int = 16, mr: int = MR, pf_b: bool = False,
+               c_half: bool = None):
     """The ``mr x nr`` kernel (``mr <= MR`` rows of a panel packed for MR); with ``pf_b`` each
-    k-step also prefetches the B row's next ``nr`` columns (the next column block's line)."""
+    k-step also prefetches the B row's next ``nr`` columns (the next column block's line).
+    ``bc_half``: B (and C, unless ``c_half`` says otherwise) float16 storage; C and the residual
+    share one storage type (a fused layer reading float16 activations into a float32 scratch, or
+    a float32 scratch into float16 activations)."""
     nv = nr // 8  # vectors per row
+    c_half = bc_half if c_half is None else bool(c_half)
     elem_bc = _F16 if bc_half else _F32
+    elem_c = _F16 if c_half else _F32
 
     def typer(typingctx, a, b, ldb, c, ldc, k, bias, act, res, ldr):
         sig = _SIG_TILE
 
         def codegen(context, builder, signature, args):
-            a_p, b_p, ldb_v, c_p, ldc_v, k_v, bias_p, act_v = _arguments(builder, args[:8], elem_bc)
+            a_p, b_p, ldb_v, c_p, ldc_v, k_v, bias_p, act_v = _arguments(builder, args[:8], elem_bc,
+                                                                         elem_c)
             res_i, ldr_v = args[8], args[9]
             fma = _vec_intrinsic(builder.module, "fma", 3)
             vmax = _vec_intrinsic(builder.module, "maxnum", 2)
@@ -180,12 +189,12 @@ def _make_tile(bc_half: bool, nr: int = 16, mr: int = MR, pf_b: bool = False):
             biased = builder.basic_block
             builder.cbranch(builder.icmp_signed("!=", res_i, _const(0)), with_res, epilogue)
             builder.position_at_end(with_res)
-            r_p = builder.inttoptr(res_i, elem_bc.as_pointer())
+            r_p = builder.inttoptr(res_i, elem_c.as_pointer())
             added = []
             for r in range(mr):
                 rrow = builder.gep(r_p, [builder.mul(_const(r), ldr_v)])
                 for h in range(nv):
-                    rv = _load_vec(builder, builder.gep(rrow, [_const(8 * h)]), bc_half)
+                    rv = _load_vec(builder, builder.gep(rrow, [_const(8 * h)]), c_half)
                     added.append(builder.fadd(sums[nv * r + h], rv))
             builder.branch(epilogue)
             builder.position_at_end(epilogue)
@@ -204,12 +213,14 @@ def _make_tile(bc_half: bool, nr: int = 16, mr: int = MR, pf_b: bool = False):
                     v = outs[nv * r + h]
                     v = builder.select(use_relu, builder.call(vmax, [v, zero]), v)
                     v = builder.select(use_six, builder.call(vmin, [v, six]), v)
-                    _store_vec(builder, v, builder.gep(crow, [_const(8 * h)]), bc_half)
+                    _store_vec(builder, v, builder.gep(crow, [_const(8 * h)]), c_half)
             return context.get_dummy_value()
 
         return sig, codegen
 
-    typer.__name__ = typer.__qualname__ = f"tile_{'h' if bc_half else 'f'}{nr}_{mr}{'_pfb' if pf_b else ''}"
+    mixed = "" if c_half == bc_half else ("_to_h" if c_half else "_to_f")
+    typer.__name__ = typer.__qualname__ = \
+        f"tile_{'h' if bc_half else 'f'}{nr}_{mr}{'_pfb' if pf_b else ''}{mixed}"
     return typer
 
 
@@ -229,6 +240,11 @@ tile16r4_f32 = intrinsic(_make_tile(False, 16, 4))
 tile16r4_f16 = intrinsic(_make_tile(True, 16, 4))
 tile16r2_f32 = intrinsic(_make_tile(False, 16, 2))
 tile16r2_f16 = intrinsic(_make_tile(True, 16, 2))
+#: mixed storage, 16 columns: float16 B into a float32 C (``tile_hf``: a fused kernel's float32
+#: scratch computed from float16 activations) and float32 B into a float16 C and residual
+#: (``tile_fh``: float32 scratch into float16 activations)
+tile_hf = intrinsic(_make_tile(True, c_half=False))
+tile_fh = intrinsic(_make_tile(False, c_half=True))
 
 
 _V4 = ir.VectorType(_F32, 4)
