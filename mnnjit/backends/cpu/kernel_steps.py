@@ -31,16 +31,23 @@ forward, small outputs (:data:`COPIED_OUTPUT_BYTES`) are copied out of the pool,
 caller keeps are never overwritten. Activations are float32,
 or float16 storage under precision=low (converted at reference steps and at the outputs).
 
+Threads: the buffers and the launches bound to them form an :class:`_Arena`. Each forward takes
+an idle arena (a new one when every arena is running), so any number of threads may run one plan,
+sharing its packed weights and compiled kernels; a plan keeps as many arenas as forwards ever ran
+at once (``max_arenas`` caps them: 1 is a lock around one arena).
+
 This module imports numba: import it lazily.
 """
 from __future__ import annotations
 
+import threading
 from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 from mnnjit.backends.cpu.runtime import numba_setup  # noqa: F401  (first: OpenMP policy, cross-process compile lock)
 from numba import get_num_threads
 
+from mnnjit.concurrency import launch_guard
 from mnnjit.graph import Node, topo_order
 from mnnjit.settings import counters
 from mnnjit.ops.conv_info import conv_params
@@ -115,12 +122,16 @@ class NetPlan:
         self._drop_output_reshapes(consumers, outputs)
         self.steps = steps
         self._plan_buffers()
-        #: slot -> storage view of the pooled buffer a kernel step writes it into
-        self._static_sv = {st[-1]: K.storage_view(self.buffers[st[-1]]) for st in steps
-                           if st[0] != "ref" and self.buffers.get(st[-1]) is not None}
-        self._calls = [self._bind(st) for st in steps]
-        # each step runs its reference path until its kernels are compiled (MNNJIT_COMPILE)
-        tier_steps(self, self._calls, self.buffers)
+        #: most arenas kept (None: as many as forwards run at once; 1: forwards take turns)
+        self.max_arenas: Optional[int] = None
+        self._arena_cond = threading.Condition()
+        self._n_arenas = 1
+        first = self._new_arena(first=True)
+        self._free: List[_Arena] = [first]
+        # the first arena's buffers and bound calls (tests, benchmarks, ``profile``)
+        self._raw, self.buffers, self._calls = first.raw, first.buffers, first.calls
+        #: slot -> storage view of the pooled buffer a kernel step writes it into (first arena)
+        self._static_sv = first.static_sv
 
     # ------------------------------------------------------------------ building
     def _drop_output_reshapes(self, consumers, outputs) -> None:
@@ -438,14 +449,62 @@ class NetPlan:
                     free.append(sid)
             for o in release.pop(t, []):
                 free.append(held.pop(o))
-        #: the raw (uint8) buffers behind the pooled views
-        self._raw = _arena(sizes)
-        self.buffers: Dict[int, Optional[np.ndarray]] = {o: None for o in fresh_outs}
+        #: buffer sizes, out slot -> (buffer, bytes, shape), step -> (workspace buffer, bytes),
+        #: and the slots of outputs written to fresh arrays: what every arena is carved into
+        self._layout = (sizes, assign, scratch, fresh_outs)
+        self.n_buffers = len(sizes)
+
+    def _new_arena(self, first: bool = False) -> "_Arena":
+        """Buffers carved as ``_layout`` says, and every step bound to them."""
+        sizes, assign, scratch, fresh_outs = self._layout
+        raw = _arena(sizes)
+        buffers: Dict[int, Optional[np.ndarray]] = {o: None for o in fresh_outs}
         for o, (bid, nbytes, shape) in assign.items():
-            self.buffers[o] = self._raw[bid][:nbytes].view(self.act_dtype).reshape(shape)
-        for t, (bid, nbytes) in scratch.items():
-            self.steps[t][1].scratch = self._raw[bid][:nbytes].view(np.float32)
-        self.n_buffers = len(self._raw)
+            buffers[o] = raw[bid][:nbytes].view(self.act_dtype).reshape(shape)
+        ws = {t: raw[bid][:nbytes].view(np.float32) for t, (bid, nbytes) in scratch.items()}
+        if first:    # (the first arena's workspaces are also the ops' own, for inspection)
+            for t, w in ws.items():
+                self.steps[t][1].scratch = w
+        static_sv = {st[-1]: K.storage_view(buffers[st[-1]]) for st in self.steps
+                     if st[0] != "ref" and buffers.get(st[-1]) is not None}
+        arena = _Arena(raw, buffers, static_sv)
+        arena.calls = [self._bind(st, arena, ws.get(t), count=first) for t, st in enumerate(self.steps)]
+        # each step runs its reference path until its kernels are compiled (MNNJIT_COMPILE)
+        tier_steps(self, arena.calls, arena.buffers)
+        return arena
+
+    def _take(self) -> "_Arena":
+        """An idle arena for one forward (made when all are running, or waited for at
+        ``max_arenas``)."""
+        try:
+            return self._free.pop()         # (atomic: no lock when one is idle)
+        except IndexError:
+            pass
+        with self._arena_cond:
+            while not self._free:
+                if self.max_arenas is None or self._n_arenas < self.max_arenas:
+                    self._n_arenas += 1
+                    break
+                self._arena_cond.wait()
+            else:
+                return self._free.pop()
+        try:
+            return self._new_arena()
+        except BaseException:
+            with self._arena_cond:
+                self._n_arenas -= 1
+                self._arena_cond.notify()
+            raise
+
+    def _give(self, arena: "_Arena") -> None:
+        with self._arena_cond:
+            self._free.append(arena)
+            self._arena_cond.notify()
+
+    @property
+    def n_arenas(self) -> int:
+        """Arenas made so far (the most forwards that ran at once, up to ``max_arenas``)."""
+        return self._n_arenas
 
     def _scratch_bytes(self, st: list) -> int:
         """Bytes of pooled scratch a step asks for (a Winograd convolution's workspace at the
@@ -470,13 +529,18 @@ class NetPlan:
                 vals[s] = a
         return vals
 
-    def _kernel_fn(self, st: list):
-        """``f(*input_storage_arrays, out_storage_array)`` running a kernel step."""
+    def _kernel_fn(self, st: list, ws: Optional[np.ndarray] = None):
+        """``f(*input_storage_arrays, out_storage_array)`` running a kernel step (``ws``: an
+        arena's workspace for a Winograd step)."""
         kind = st[0]
+        op = st[1]
+        if isinstance(op, _Winograd):
+            if kind == "convres":
+                return lambda x, r, o: op.run(x, o, r, ws)
+            return lambda x, o: op.run(x, o, None, ws)
         if kind in ("conv", "dw", "wino", "xdw", "dwpw", "fc"):
-            return st[1].run
+            return op.run
         if kind == "convres":
-            op = st[1]
             return lambda x, r, o: op.run(x, o, r)
         if kind == "maxpool":
             args = st[1]
@@ -487,9 +551,10 @@ class NetPlan:
             kernel(*args)
         return one_kernel
 
-    def _launch_spec(self, st: list, args: tuple):
+    def _launch_spec(self, st: list, args: tuple, ws: Optional[np.ndarray] = None):
         """(kernel, arguments) of a kernel step on fixed storage arrays ``args`` (inputs, then
-        the output) when it is one kernel call (:func:`.launch.bind_launch`), else None."""
+        the output) when it is one kernel call (:func:`.launch.bind_launch`), else None
+        (``ws``: an arena's workspace for a Winograd step)."""
         kind = st[0]
         if kind == "gap":
             a, o = args
@@ -511,14 +576,18 @@ class NetPlan:
         launch = getattr(st[1], "launch", None) if kind in _LAUNCHED else None
         if launch is None:
             return None
+        if isinstance(st[1], _Winograd):
+            x, o = args[0], args[-1]
+            return launch(x, o, args[1] if kind == "convres" else None, ws)
         if kind == "convres":
             x, r, o = args
             return launch(x, o, r)
         return launch(*args)
 
-    def _bind(self, st: list):
-        """One step as a closure over ``vals``: kernel steps whose inputs and output live in pooled
-        buffers call their kernel on storage views fixed at build (no per-forward checks)."""
+    def _bind(self, st: list, arena: "_Arena", ws: Optional[np.ndarray] = None, count: bool = True):
+        """One step as a closure over ``vals``: kernel steps whose inputs and output live in
+        ``arena``'s buffers call their kernel on storage views fixed at build (no per-forward
+        checks); ``ws`` is the arena's workspace for the step; ``count``: add to the counters."""
         out = st[-1]
         if st[0] == "ref":
             _, ref, attrs, ins, dt, shape, _ = st
@@ -533,16 +602,18 @@ class NetPlan:
                         v = v.reshape(shape)
                 vals[out] = v
             return call_ref
-        fn = self._kernel_fn(st)
-        counters[f"kernel_step:{st[0]}:{type(st[1]).__name__}"] += 1
+        fn = self._kernel_fn(st, ws)
+        if count:
+            counters[f"kernel_step:{st[0]}:{type(st[1]).__name__}"] += 1
         ins = _step_inputs(st)
-        buf = self.buffers[out]
-        static = [self._static_sv.get(i) for i in ins]
+        buf = arena.buffers[out]
+        static = [arena.static_sv.get(i) for i in ins]
         if buf is not None and all(v is not None for v in static):
             args = tuple(static) + (K.storage_view(buf),)
-            spec = self._launch_spec(st, args)
+            spec = self._launch_spec(st, args, ws)
             if spec is not None:
-                counters["launch:" + _kernel_name(spec[0])] += 1
+                if count:
+                    counters["launch:" + _kernel_name(spec[0])] += 1
                 go = bind_launch(spec)
 
                 def call_bound(vals):
@@ -563,18 +634,23 @@ class NetPlan:
         return call
 
     def run(self, arrays: List[np.ndarray]) -> List[np.ndarray]:
-        """Evaluate on input arrays (the signature's shapes and dtypes); float32 outputs."""
-        vals = self._feed(arrays)
-        with np.errstate(all="ignore"), single_threaded_blas():
-            for call in self._calls:
-                call(vals)
-        outs = []
-        for s, shape in zip(self.out_slots, self.out_shapes):
-            raw = vals[s]
-            v = _f32(raw)
-            if v is raw and s in self._copied_outs:
-                v = v.copy()        # it lives in a pooled buffer the next forward reuses
-            outs.append(v.reshape(shape) if v.shape != shape else v)
+        """Evaluate on input arrays (the signature's shapes and dtypes); float32 outputs. Any
+        number of threads may call it at once (each forward on an arena of its own)."""
+        arena = self._take()
+        try:
+            vals = self._feed(arrays)
+            with launch_guard(), np.errstate(all="ignore"), single_threaded_blas():
+                for call in arena.calls:
+                    call(vals)
+            outs = []
+            for s, shape in zip(self.out_slots, self.out_shapes):
+                raw = vals[s]
+                v = _f32(raw)
+                if v is raw and s in self._copied_outs:
+                    v = v.copy()        # it lives in a pooled buffer the next forward reuses
+                outs.append(v.reshape(shape) if v.shape != shape else v)
+        finally:
+            self._give(arena)
         return outs
 
     def profile(self, arrays: List[np.ndarray], repeat: int = 10) -> List[Tuple[str, str, float]]:
@@ -597,8 +673,8 @@ class NetPlan:
 
     @property
     def activation_nbytes(self) -> int:
-        """Bytes of the intermediate activation buffers (pooled between steps and forwards) plus
-        the per-forward output buffers of kernel steps."""
+        """Bytes of one arena's intermediate activation buffers (pooled between steps and
+        forwards) plus the per-forward output buffers of kernel steps."""
         fresh = sum(int(np.prod(st[-2])) * self.act_dtype.itemsize for st in self.steps
                     if st[0] != "ref" and self.buffers.get(st[-1], 0) is None)
         return int(sum(r.nbytes for r in self._raw) + fresh)
@@ -609,6 +685,18 @@ class NetPlan:
         the constants of the other steps (e.g. a classifier's matrix)."""
         consts = sum(int(v.nbytes) for v in self.init if isinstance(v, np.ndarray))
         return sum(int(w.nbytes) for w in self.weights) + consts
+
+
+class _Arena:
+    """One forward's activation buffers (raw uint8 buffers, the typed views by slot, their
+    storage views) and the plan's steps bound to them (``calls``)."""
+
+    __slots__ = ("raw", "buffers", "static_sv", "calls")
+
+    def __init__(self, raw: List[np.ndarray], buffers: Dict[int, Optional[np.ndarray]],
+                 static_sv: Dict[int, np.ndarray]) -> None:
+        self.raw, self.buffers, self.static_sv = raw, buffers, static_sv
+        self.calls: List[Any] = []
 
 
 #: expanded tensors from this size run their whole inverted residual block as one ``dwpw``
@@ -681,7 +769,8 @@ class _Winograd:
         self.wt = winograd.winograd_weights(np.asarray(w, np.float32), m)
         self.bias = None if bias is None else np.array(bias, np.float32).reshape(-1)
         self.pads, self.act = tuple(int(p) for p in pads), act
-        #: float32 workspace from the plan's buffer pool (None: the module's per-thread one)
+        #: float32 workspace from the plan's first arena (for inspection: each arena passes its
+        #: own to ``launch`` / ``run``; None: the module's per-thread one)
         self.scratch: Optional[np.ndarray] = None
 
     @property
@@ -694,24 +783,27 @@ class _Winograd:
         from mnnjit.backends.cpu.gemm import winograd
         return winograd.workspace_floats(in_shape, self.wt, self.pads, threads)
 
-    def launch(self, x: np.ndarray, out: np.ndarray, res: Optional[np.ndarray] = None):
+    def launch(self, x: np.ndarray, out: np.ndarray, res: Optional[np.ndarray] = None,
+               ws: Optional[np.ndarray] = None):
         """The kernel and arguments of :meth:`run` on these C-contiguous storage arrays (see
-        :func:`.launch.bind_launch`), or None."""
+        :func:`.launch.bind_launch`), or None; ``ws``: the workspace (None: the module's
+        per-thread one)."""
         if not all(a is None or a.flags.c_contiguous for a in (x, out, res)):
             return None
         if x.dtype == np.uint16:
             x, out = x.view(np.float16), out.view(np.float16)
             res = None if res is None else res.view(np.float16)
-        return self._conv(x, self.wt, self.bias, self.pads, self.act, out, res=res, ws=self.scratch,
+        return self._conv(x, self.wt, self.bias, self.pads, self.act, out, res=res, ws=ws,
                           launch_only=True)
 
-    def run(self, x: np.ndarray, out: np.ndarray, res: Optional[np.ndarray] = None) -> np.ndarray:
+    def run(self, x: np.ndarray, out: np.ndarray, res: Optional[np.ndarray] = None,
+            ws: Optional[np.ndarray] = None) -> np.ndarray:
         """Compute into ``out`` (storage arrays: float32 or uint16 half bits); ``res`` (like
-        ``out``) is added before the activation."""
+        ``out``) is added before the activation; ``ws`` as for :meth:`launch`."""
         if x.dtype == np.uint16:
             x, out = x.view(np.float16), out.view(np.float16)
             res = None if res is None else res.view(np.float16)
-        self._conv(x, self.wt, self.bias, self.pads, self.act, out, res=res, ws=self.scratch)
+        self._conv(x, self.wt, self.bias, self.pads, self.act, out, res=res, ws=ws)
         return out
 
 

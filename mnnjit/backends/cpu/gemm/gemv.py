@@ -197,7 +197,6 @@ class Gemv:
         self.out_shape, self.out_transposed = tuple(out_shape), bool(out_transposed and M > 1)
         self.sm, self.sn = (1, M) if self.out_transposed else (N, 1)
         self.ntask = _tasks(N, K, M, threads)
-        self._tmp = np.empty(M * N, np.float32)      # float32 result before half storage
 
     @property
     def nbytes(self) -> int:
@@ -227,7 +226,8 @@ class Gemv:
         else:
             rows = x.reshape(self.M, self.K)
         half = out.dtype == np.uint16
-        flat = self._tmp if half else out.reshape(-1)
+        # (the float32 result before half storage: per call, as threads may share this op)
+        flat = np.empty(self.M * self.N, np.float32) if half else out.reshape(-1)
         kernel, args = self._kernel(rows, flat)
         kernel(*args)
         if half:
