@@ -20,7 +20,7 @@ __all__ = ["quantize_weight", "fp16_weight", "encode_idst", "float_to_half_trunc
 
 
 def _round_half_away(x: np.ndarray) -> np.ndarray:
-    return np.sign(x) * np.floor(np.abs(x) + 0.5)
+    return np.sign(x) * np.floor(np.abs(x) + x.dtype.type(0.5))
 
 
 def _pack_bits(indexes: np.ndarray, bits: int) -> bytes:
@@ -54,24 +54,24 @@ def quantize_weight(weight: np.ndarray, groups: int, bits: int, asymmetric: bool
     if groups <= 0 or w.size % groups:
         raise ValueError(f"cannot cut {w.size} weights into {groups} equal groups")
     g32 = w.reshape(groups, -1)
-    g = g32.astype(np.float64)
     half = 1 << (bits - 1)
     if asymmetric:
         lo, hi = g32.min(axis=1), g32.max(axis=1)
         scale = (hi - lo) / np.float32((1 << bits) - 1)  # in float32, as MNN computes it
-        safe = np.where(scale > 0, scale, 1.0)
-        q = _round_half_away((g - lo[:, None].astype(np.float64)) / safe[:, None].astype(np.float64)) - half
+        safe = np.where(scale > 0, scale, np.float32(1.0)).astype(np.float32)
+        # float32 arithmetic throughout: the codes then equal real MNN's at ties as well
+        q = _round_half_away((g32 - lo[:, None]) / safe[:, None]) - half
         codes = np.clip(q, -half, half - 1)
         alpha = np.stack([lo, scale], axis=1).reshape(-1)
         extra = {"aMin": -half, "readType": groups}
     else:
-        amax = np.abs(g).max(axis=1)
-        scale = (amax / (half - 1)).astype(np.float32)
-        safe = np.where(scale > 0, scale, 1.0)
-        codes = np.clip(_round_half_away(g / safe[:, None]), -(half - 1), half - 1)
+        amax = np.abs(g32).max(axis=1)
+        scale = amax / np.float32(half - 1)
+        safe = np.where(scale > 0, scale, np.float32(1.0)).astype(np.float32)
+        codes = np.clip(_round_half_away(g32 / safe[:, None]), -(half - 1), half - 1)
         alpha = scale
         extra = {}
-    shape = (groups, g.shape[1])
+    shape = (groups, g32.shape[1])
     table = {"buffer": encode_idst(codes, shape, bits), "alpha": alpha.astype(np.float32), "type": 1,
              "quantScale": 1.0, "aMaxOrBits": bits, "scaleStorage": "FP32"}
     table.update(extra)
