@@ -25,8 +25,9 @@ from mnnjit.ops.evaluate import compute_node
 
 from shared_paths import MODELS  # noqa: E402
 
-#: Backends the suite runs on (a new backend adds its name here once it passes).
-BACKENDS = ["reference", "cpu"]
+#: Backends the suite runs on (a new backend adds its name here once it passes; one not available
+#: here, such as OpenCL without a device or the NPU bridge without an SDK, is skipped).
+BACKENDS = ["reference", "cpu", "opencl", "npu"]
 
 HAVE_MODELS = os.path.isdir(MODELS)
 ENTRIES = json.load(open(os.path.join(MODELS, "MANIFEST.json")))["entries"] if HAVE_MODELS else {}
