@@ -243,6 +243,13 @@ CASES.update({
     "upsample_opset9": case([N("Upsample", ["x", "sc"], ["a"], mode="nearest"), N("Upsample", ["x", "sc"], ["b"],
                                                                                  mode="linear")],
                             [("x", [1, 2, 3, 4], "f")], list("ab"), {"sc": np.array([1, 1, 2, 3], F32)}, opset=9),
+    "einsum": case([N("Einsum", ["a", "b"], ["c"], equation="bij,bjk->bik"),
+                    N("Einsum", ["q", "k"], ["d"], equation="bhid,bhjd->bhij"),
+                    N("Einsum", ["a", "v"], ["e"], equation="bij,j->bi"),
+                    N("Einsum", ["a"], ["f"], equation="bij->jb"),
+                    N("Einsum", ["q", "w"], ["g"], equation="bhid,hdo->bio")],
+                   [("a", [2, 3, 4], "f"), ("b", [2, 4, 5], "f"), ("q", [2, 3, 4, 5], "f"), ("k", [2, 3, 6, 5], "f"),
+                    ("v", [4], "f")], list("cdefg"), {"w": W(3, 5, 7)}),
     "lrn": case([N("LRN", ["x"], ["a"], size=3, alpha=1e-2, beta=0.75, bias=2.0)], [("x", [1, 6, 3, 4], "f")], ["a"]),
 })
 

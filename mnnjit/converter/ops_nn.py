@@ -586,3 +586,82 @@ def lrn(cv: GraphConverter, node, ins):
     den = cv.b.binary("ADD", cv.b.binary("MUL", s, cv.b.scalar(alpha)), cv.b.scalar(bias))
     den = cv.b.binary("POW", den, cv.b.scalar(beta))
     return cv.out(cv.b.binary("REALDIV", t, den, _name(node)))
+
+
+# ------------------------------------------------------------------------------------ Einsum
+def _einsum_terms(eq: str) -> tuple:
+    eq = eq.replace(" ", "")
+    if "..." in eq:
+        raise ValueError("ellipsis")
+    lhs, _, out = eq.partition("->")
+    terms = lhs.split(",")
+    if not _:
+        seen = "".join(terms)
+        out = "".join(sorted(c for c in set(seen) if seen.count(c) == 1))
+    return terms, out
+
+
+@handler("Einsum")
+def einsum(cv: GraphConverter, node, ins):
+    """One or two operands without repeated letters in a term: sums, a permutation, and one batched
+    MatMul (kept / contracted letter groups merged by reshapes when there are several)."""
+    eq = _s(attrs_of(node)["equation"])
+    try:
+        terms, out = _einsum_terms(eq)
+    except ValueError:
+        raise cv.unsupported(f"equation {eq!r} (ellipsis)") from None
+    if len(terms) != len(ins) or len(terms) > 2 or any(len(set(t)) != len(t) for t in terms + [out]):
+        raise cv.unsupported(f"equation {eq!r}")
+    name = _name(node)
+    vals = list(ins)
+    ts, letters = [], []
+    others = [set("".join(terms[:k] + terms[k + 1:])) for k in range(len(terms))]
+    for k, (t, v) in enumerate(zip(terms, vals)):
+        if v.rank is not None and v.rank != len(t):
+            raise cv.unsupported(f"equation {eq!r}: operand {k} has rank {v.rank}")
+        drop = [i for i, c in enumerate(t) if c not in out and c not in others[k]]
+        x = cv.idx(v)
+        if drop:  # letters only this operand has and the output lacks: summed first
+            x = cv.b.op1("Reduction", [x], "ReductionParam", {"operation": "SUM", "dim": np.asarray(drop, np.int32),
+                                                              "keepDims": False, "dType": "DT_FLOAT"})
+        ts.append(x)
+        letters.append("".join(c for c in t if c not in [t[i] for i in drop]))
+    sizes = {}
+    for t, v in zip(terms, vals):
+        for i, c in enumerate(t):
+            if v.dim(i) is not None:
+                sizes[c] = v.dim(i)
+    if len(ts) == 1:
+        (a,), (la,) = ts, letters
+        perm = [la.index(c) for c in out]
+        y = a if perm == sorted(perm) else cv.b.permute(a, perm)
+        return cv.out(y if y != a else cv.b.identity(a), ins[0].dtype)
+    (a, b), (la, lb) = ts, letters
+    batch = [c for c in out if c in la and c in lb]
+    left = [c for c in out if c in la and c not in lb]
+    right = [c for c in out if c in lb and c not in la]
+    contract = [c for c in la if c in lb and c not in out]
+
+    def group(x, lets, order, tail_first=False):
+        perm = [lets.index(c) for c in order]
+        return x if perm == list(range(len(perm))) else cv.b.permute(x, perm)
+    a = group(a, la, batch + left + contract)
+    b = group(b, lb, batch + contract + right)
+    merge = [g for g in (left, contract, right) if len(g) != 1]
+    if merge:
+        need = [c for g in merge for c in g] + batch
+        if any(c not in sizes for c in need):
+            raise cv.unsupported(f"equation {eq!r} on operands of unknown sizes")
+        nb = [sizes[c] for c in batch]
+        prod = lambda g: int(np.prod([sizes[c] for c in g])) if g else 1  # noqa: E731
+        a = cv.b.reshape(a, nb + [prod(left), prod(contract)])
+        b = cv.b.reshape(b, nb + [prod(contract), prod(right)])
+    y = cv.b.op1("MatMul", [a, b], "MatMul", {"T": "DT_FLOAT"})
+    cur = batch + (left if len(left) == 1 else ["<l>"]) + (right if len(right) == 1 else ["<r>"])
+    if merge:
+        y = cv.b.reshape(y, [sizes[c] for c in batch + left + right])
+        cur = batch + left + right
+    perm = [cur.index(c) for c in out]
+    if perm != list(range(len(perm))):
+        y = cv.b.permute(y, perm)
+    return cv.out(y, ins[0].dtype)
