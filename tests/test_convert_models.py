@@ -230,3 +230,20 @@ def test_unsupported_ops_are_listed_by_name() -> None:
     m2 = model(nodes, [vi("x", [1, 2, 4, 4, 4])], [vi("p", None, 0)])
     with pytest.raises(UnsupportedOnnxError, match="pool3d"):
         convert_onnx(m2)
+
+
+def test_residual_block_stays_in_nc4hw4(tmp_path) -> None:
+    """conv-relu-conv + skip, then ReLU: one layout conversion in and one out, the ReLUs folded into the
+    first convolution and into the residual add (the structure real MNN's converter writes)."""
+    g = GraphMaker(15)
+    a = g.op("Relu", [g.op("Conv", ["x", g.weight(4, 4, 3, 3), g.weight(4)], pads=[1, 1, 1, 1])])
+    b = g.op("Conv", [a, g.weight(4, 4, 3, 3), g.weight(4)], pads=[1, 1, 1, 1])
+    s = g.op("Conv", ["x", g.weight(4, 4, 1, 1), g.weight(4)])
+    g.op("Relu", [g.op("Add", [b, s])], out="y")
+    m = g.model([vi("x", [1, 4, 6, 6])], [vi("y", [1, 4, 6, 6])])
+    x = np.random.default_rng(16).standard_normal((1, 4, 6, 6)).astype(np.float32)
+    net = mnnjit.format.read_net(check_three_way(m, {"x": x}, tmp_path, "res"))
+    counts = net.op_type_counts()
+    assert counts.get("ConvertTensor") == 2 and "ReLU" not in counts
+    (add,) = [op for op in net.oplists if op.type == "BinaryOp"]
+    assert add.main["activationType"] == 1

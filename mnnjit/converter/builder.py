@@ -34,6 +34,9 @@ class Val:
     #: the axis of ``conv``'s output channels in this value (1 for a convolution, -1 for a MatMul
     #: written as a 1x1 convolution): per-channel scales and offsets fold into the convolution
     conv_axis: int = 1
+    #: the same values in NC4HW4 layout (a CNN op's output before its NCHW conversion): elementwise
+    #: ops between CNN ops run on it, as real MNN's converter leaves them
+    nc4: Optional[int] = None
 
     @property
     def rank(self) -> Optional[int]:

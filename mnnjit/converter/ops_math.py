@@ -174,7 +174,7 @@ def _fold_act(cv: GraphConverter, node, x: Val, relu6: bool) -> Val | None:
         return None
     common["relu6" if relu6 else "relu"] = True
     cv.b.rename(x.index, _name(node))
-    return Val(index=x.index, shape=x.shape, dtype=x.dtype)
+    return Val(index=x.index, shape=x.shape, dtype=x.dtype, nc4=x.nc4)
 
 
 @handler("Relu", "LeakyRelu")
@@ -187,6 +187,15 @@ def relu(cv: GraphConverter, node, ins):
         if fused is not None:
             return fused
     main = {"slope": slope} if slope else {}
+    if x.nc4 is not None:
+        prod = cv.b.producer.get(x.nc4)
+        if slope == 0.0 and prod is not None and prod.type == "BinaryOp" and cv.only_use(node) and \
+                not (prod.main or {}).get("activationType"):
+            prod.main["activationType"] = 1  # an add followed by ReLU: one BinaryOp, as real MNN writes it
+            cv.b.rename(x.index, _name(node))
+            return Val(index=x.index, shape=x.shape, dtype=x.dtype, nc4=x.nc4)
+        t = cv.b.op1("ReLU", [x.nc4], "Relu", main, _name(node) + "__nc4")
+        return Val(index=cv.b.to_nchw(t, _name(node)), shape=x.shape, dtype=x.dtype, nc4=t)
     return cv.out(cv.b.op1("ReLU", [cv.idx(x)], "Relu", main, _name(node)), x.dtype)
 
 

@@ -99,7 +99,7 @@ def _conv_ops(cv: GraphConverter, x4: int, w: np.ndarray, bias: np.ndarray, sp: 
         main = {"common": common, "weight": w.reshape(-1).astype(np.float32), "bias": bias.astype(np.float32)}
         xin = cv.b.to_nc4(x4, name)
         y = cv.b.op1(kind, [xin], "Convolution2D", main, f"{name}__nc4")
-        return cv.b.to_nchw(y, name), cv.b.producer[y]
+        return cv.b.to_nchw(y, name), cv.b.producer[y], y
     # grouped: one convolution per group on channel slices, as real MNN's converter writes it
     cin_g, cout_g = cin // group, cout // group
     xin = cv.b.to_nc4(x4, name)
@@ -117,7 +117,7 @@ def _conv_ops(cv: GraphConverter, x4: int, w: np.ndarray, bias: np.ndarray, sp: 
         outs.append(cv.b.op1("Deconvolution" if transposed else "Convolution", [parts[g]], "Convolution2D", main,
                              f"{name}__g{g}"))
     y = cv.b.concat(outs, 1, f"{name}__nc4")
-    return cv.b.to_nchw(y, name), None
+    return cv.b.to_nchw(y, name), None, y
 
 
 def _with_rank(cv: GraphConverter, x: Val, what: str) -> int:
@@ -144,10 +144,10 @@ def conv(cv: GraphConverter, node, ins):
     if nsp == 1:
         t = cv.b.unsqueeze(t, [3])
         w = w[..., None]
-    y, op = _conv_ops(cv, t, w, bias, sp, group, False, name + ("__2d" if nsp == 1 else ""))
+    y, op, y4 = _conv_ops(cv, t, w, bias, sp, group, False, name + ("__2d" if nsp == 1 else ""))
     if nsp == 1:
-        y = cv.b.squeeze(y, [3], name)
-    return Val(index=y, dtype=np.dtype(np.float32), conv=op, conv_axis=1)
+        return Val(index=cv.b.squeeze(y, [3], name), dtype=np.dtype(np.float32), conv=op, conv_axis=1)
+    return Val(index=y, dtype=np.dtype(np.float32), conv=op, conv_axis=1, nc4=y4)
 
 
 @handler("ConvTranspose")
@@ -188,10 +188,10 @@ def conv_transpose(cv: GraphConverter, node, ins):
         t = cv.b.unsqueeze(t, [3])
         w = w[..., None]
         out_pad = out_pad + [0]
-    y, _ = _conv_ops(cv, t, w, bias, sp, group, True, name + ("__2d" if nsp == 1 else ""), out_pads=out_pad)
+    y, _, y4 = _conv_ops(cv, t, w, bias, sp, group, True, name + ("__2d" if nsp == 1 else ""), out_pads=out_pad)
     if nsp == 1:
-        y = cv.b.squeeze(y, [3], name)
-    return Val(index=y, dtype=np.dtype(np.float32))
+        return Val(index=cv.b.squeeze(y, [3], name), dtype=np.dtype(np.float32))
+    return Val(index=y, dtype=np.dtype(np.float32), nc4=y4)
 
 
 # ------------------------------------------------------------------------------------ pooling
@@ -225,8 +225,8 @@ def pool(cv: GraphConverter, node, ins):
         xi = cv.b.unsqueeze(xi, [3])
     y = cv.b.cnn("Pooling", xi, "Pool", main, name + ("__2d" if nsp == 1 else ""))
     if nsp == 1:
-        y = cv.b.squeeze(y, [3], name)
-    return cv.out(y)
+        return cv.out(cv.b.squeeze(y, [3], name))
+    return Val(index=y, nc4=cv.b.producer[y].inputIndexes[0])
 
 
 @handler("GlobalAveragePool", "GlobalMaxPool", "GlobalLpPool")
@@ -238,7 +238,8 @@ def global_pool(cv: GraphConverter, node, ins):
         raise cv.unsupported("GlobalLpPool")
     if x.rank == 4:
         main = {"isGlobal": True, "type": "MAXPOOL" if is_max else "AVEPOOL", "padType": "CAFFE"}
-        return cv.out(cv.b.cnn("Pooling", cv.idx(x), "Pool", main, _name(node)))
+        y = cv.b.cnn("Pooling", cv.idx(x), "Pool", main, _name(node))
+        return Val(index=y, nc4=cv.b.producer[y].inputIndexes[0])
     if x.rank is None or x.rank < 3:
         raise cv.unsupported("global pooling of a tensor of unknown rank")
     axes = list(range(2, x.rank))
@@ -261,7 +262,7 @@ def _channel_affine(cv: GraphConverter, node, x: Val, scale: np.ndarray, shift: 
             main["weight"] = (main["weight"].reshape(o, -1) * scale[:, None]).reshape(-1).astype(np.float32)
             main["bias"] = (main["bias"] * scale + shift).astype(np.float32)
             cv.b.rename(x.index, name)
-            return Val(index=x.index, shape=x.shape, dtype=x.dtype, conv=x.conv, conv_axis=1)
+            return Val(index=x.index, shape=x.shape, dtype=x.dtype, conv=x.conv, conv_axis=1, nc4=x.nc4)
     if x.rank == 4:
         main = {"channels": int(scale.size), "scaleData": scale.astype(np.float32),
                 "biasData": shift.astype(np.float32)}
@@ -479,7 +480,12 @@ def add(cv: GraphConverter, node, ins):
         if ok and not main["common"].get("relu") and not main["common"].get("relu6"):
             main["bias"] = (main["bias"] + c.reshape(-1)).astype(np.float32)
             cv.b.rename(a.index, _name(node))
-            return Val(index=a.index, shape=a.shape, dtype=a.dtype, conv=a.conv, conv_axis=a.conv_axis)
+            return Val(index=a.index, shape=a.shape, dtype=a.dtype, conv=a.conv, conv_axis=a.conv_axis, nc4=a.nc4)
+    if a.nc4 is not None and b.nc4 is not None and a.static_shape is not None and \
+            a.static_shape == b.static_shape and len(a.static_shape) == 4:
+        # two CNN outputs of one shape (a residual): added in NC4HW4, as real MNN's converter does
+        t = cv.b.binary("ADD", a.nc4, b.nc4, _name(node) + "__nc4")
+        return Val(index=cv.b.to_nchw(t, _name(node)), shape=a.shape, nc4=t)
     return binary(cv, node, ins)
 
 
