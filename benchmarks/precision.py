@@ -4,14 +4,19 @@ Kernel level (one process): fp16-storage vs fp32 versions of the same Numba kern
 (elementwise, depthwise conv, 1x1 and 3x3 conv); quantized GEMM strategies (dequantize a row
 block into scratch feeding BLAS vs dynamic int8 activations with int8 x int8 -> int32) vs fp32.
 
-Model level (one fresh process per mode, for peak RSS): MobileNetV2 (float and 8-bit weight
-quantized) through the precision kernels (tests/precision/precision_convnet.py, the same
-kernels the model runner calls) per (precision, memory) mode: latency, peak RSS, RSS growth
-over the loaded process, weight bytes, activation bytes; and real MNN 3.6.1 in the same mode
-(``create_runtime_manager(({'precision': p, 'memory': m, ...},))``) when installed.
+Model level (one fresh process per mode): MobileNetV2 and ResNet-18 (a float model and its
+8-bit weight-quantized conversion, ``--weightQuantBits 8``) through ``mnnjit.nn`` (NetPlan) in
+three modes - fp32 (precision/memory normal on the float model), precision low (the float
+model) and memory low (the quantized model; its memory-normal run, weights dequantized at
+load, is reported too) - at 1 and 2 threads: latency, activation and weight bytes of the plan,
+the first forward's time (``--cold``: each process on an empty kernel cache, i.e. the mode's
+cold compile), the largest difference from the model's float reference output; and real MNN
+3.6.1 in the same mode (``--mnn``, when installed).
 
-The machine is shared: latencies are the MINIMUM and the median over repeated runs, modes
-interleaved. Run: PYTHONPATH=. python benchmarks/precision.py [--quick] [--json out.json]
+The machine is shared: every (model, threads) point runs its modes one process each,
+alternating, ``--rounds`` times; latencies are the median over rounds of each process's median
+and minimum; ratios are against fp32 of the same round set. MNNJIT_COMPILE=sync is set for the
+children. Run: PYTHONPATH=. python benchmarks/precision.py [--quick] [--json out.json]
 """
 from __future__ import annotations
 
@@ -29,7 +34,6 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 MODELS = Path(os.environ.get("MNNJIT_SHARED", ROOT.parent / "shared")) / "models"
-MODES = [(0, 0), (2, 0), (0, 2), (2, 2)]
 
 
 def vm_hwm_mb() -> float:
@@ -129,19 +133,38 @@ def kernel_bench(reps: int) -> List[dict]:
     return rows
 
 
+def _model_files(model: str, workdir: Path) -> tuple:
+    """(.mnn path, input array, float reference output or None) of a benchmark model: the shared
+    MobileNetV2 fixtures, or ResNet-18 built by the tests' fixture helper (``_wq8``: converted
+    with 8-bit weight quantization)."""
+    if model.startswith("mobilenetv2"):
+        data = np.load(MODELS / f"{model}.npz")
+        return str(MODELS / f"{model}.mnn"), data["in0_x"], data["out0_logits"]
+    workdir.mkdir(parents=True, exist_ok=True)
+    sys.path[:0] = [str(ROOT / "tests" / "models"), str(ROOT / "tests")]
+    from mnnjit_models_fixtures import convert, resnet18_onnx
+    onnx_path = workdir / "resnet18.onnx"
+    mnn_path = workdir / f"{model}.mnn"
+    if not onnx_path.exists():
+        resnet18_onnx(str(onnx_path), width=64, size=224, classes=1000, seed=0)
+    if not mnn_path.exists():
+        flags = ("--weightQuantBits", "8") if model.endswith("_wq8") else ()
+        convert(str(onnx_path), str(mnn_path), *flags)
+    x = np.random.default_rng(0).standard_normal((1, 3, 224, 224)).astype(np.float32)
+    return str(mnn_path), x, None
+
+
 def model_child(model: str, p: int, m: int, reps: int, impl: str = "runner") -> dict:
     """Run in a fresh process: one model in one mode through ``mnnjit.nn`` (the model runner:
     every mode, fp32 included, runs the same kernel-step plan, NetPlan)."""
     import mnnjit.expr as F
     import mnnjit.nn as nn
-    data = np.load(MODELS / f"{model}.npz")
-    x, ref = data["in0_x"], data["out0_logits"]
+    path, x, ref = _model_files(model, Path(os.environ.get("MNNJIT_BENCH_WORKDIR", "/tmp/mnnjit-bench")))
     import mnnjit.backends.cpu.cnn_steps  # noqa: F401  (numba, llvm loaded before baseline)
     rss0 = vm_hwm_mb()
     threads = int(os.environ.get("MNNJIT_BENCH_THREADS", "0") or 0) or 2
     rt = nn.create_runtime_manager(({"precision": p, "memory": m, "numThread": threads},))
-    mod = nn.load_module_from_file(str(MODELS / f"{model}.mnn"), ["x"], ["logits"],
-                                   runtime_manager=rt)
+    mod = nn.load_module_from_file(path, ["x"], ["logits"], runtime_manager=rt)
     xv = F.const(x, list(x.shape), F.NCHW)
     t0 = time.perf_counter()
     y = np.asarray(mod.forward(xv).read())
@@ -155,20 +178,18 @@ def model_child(model: str, p: int, m: int, reps: int, impl: str = "runner") -> 
             "weight_mb": (plan.weight_nbytes / 2 ** 20) if hasattr(plan, "weight_nbytes") else None,
             "act_mb": (plan.activation_nbytes / 2 ** 20)
             if hasattr(plan, "activation_nbytes") else None,
-            "max_abs_err": float(np.abs(y.reshape(ref.shape) - ref).max())}
+            "max_abs_err": None if ref is None else float(np.abs(y.reshape(ref.shape) - ref).max())}
 
 
 def mnn_child(model: str, p: int, m: int, reps: int) -> dict:
     """Run in a fresh process: real MNN, same model and mode."""
     import MNN
-    data = np.load(MODELS / f"{model}.npz")
-    x, ref = data["in0_x"], data["out0_logits"]
+    path, x, ref = _model_files(model, Path(os.environ.get("MNNJIT_BENCH_WORKDIR", "/tmp/mnnjit-bench")))
     rss0 = vm_hwm_mb()
     threads = int(os.environ.get("MNNJIT_BENCH_THREADS", "0") or 0) or 2
     rt = MNN.nn.create_runtime_manager(({"backend": 0, "precision": p, "memory": m,
                                          "numThread": threads},))
-    net = MNN.nn.load_module_from_file(str(MODELS / f"{model}.mnn"), ["x"], ["logits"],
-                                       runtime_manager=rt)
+    net = MNN.nn.load_module_from_file(path, ["x"], ["logits"], runtime_manager=rt)
     inp = MNN.expr.const(x, list(x.shape), MNN.expr.NCHW)
 
     def run():
@@ -178,19 +199,64 @@ def mnn_child(model: str, p: int, m: int, reps: int) -> dict:
     return {"model": model, "precision": p, "memory": m, "impl": "MNN", **t,
             "peak_rss_mb": vm_hwm_mb(),
             "rss_growth_mb": vm_hwm_mb() - rss0,
-            "max_abs_err": float(np.abs(y.reshape(ref.shape) - ref).max())}
+            "max_abs_err": None if ref is None else float(np.abs(y.reshape(ref.shape) - ref).max())}
 
 
 def run_child(kind: str, model: str, p: int, m: int, reps: int) -> dict:
     """Spawn this script in child mode and parse its JSON line."""
     cmd = [sys.executable, __file__, "--child", kind, model, str(p), str(m), str(reps)]
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    env = dict(os.environ, PYTHONPATH=str(ROOT), MNNJIT_COMPILE="sync")
+    if os.environ.get("MNNJIT_BENCH_COLD"):
+        import tempfile
+        env["MNNJIT_CACHE_DIR"] = tempfile.mkdtemp(prefix="mnnjit-cold-")
     out = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT)
     for line in out.stdout.splitlines()[::-1]:
         if line.startswith("{"):
             return json.loads(line)
     return {"model": model, "precision": p, "memory": m, "impl": kind,
             "error": (out.stderr or out.stdout)[-400:]}
+
+
+#: (label, model suffix, precision, memory) of the model-level modes
+MODEL_MODES = [("fp32", "", 0, 0), ("precision_low", "", 2, 0), ("wq8_memory_normal", "_wq8", 0, 0),
+               ("memory_low", "_wq8", 0, 2)]
+
+
+def model_table(models: List[str], threads: List[int], rounds: int, reps: int,
+                with_mnn: bool) -> List[dict]:
+    """Every (model, threads) point: its modes one process each, alternating, ``rounds`` times;
+    one summary row per mode (medians over rounds, speed ratio to fp32)."""
+    rows = []
+    for model in models:
+        for th in threads:
+            os.environ["MNNJIT_BENCH_THREADS"] = str(th)
+            runs: Dict[str, list] = {label: [] for label, *_ in MODEL_MODES}
+            mnn: Dict[str, list] = {label: [] for label, *_ in MODEL_MODES}
+            for _ in range(rounds):
+                for label, suffix, p, m in MODEL_MODES:
+                    runs[label].append(run_child("runner", model + suffix, p, m, reps))
+                    if with_mnn:
+                        mnn[label].append(run_child("MNN", model + suffix, p, m, reps))
+            base = float(np.median([r["med_ms"] for r in runs["fp32"] if "med_ms" in r] or [np.nan]))
+            for label, *_ in MODEL_MODES:
+                ok = [r for r in runs[label] if "med_ms" in r]
+                if not ok:
+                    rows.append({"model": model, "threads": th, "mode": label,
+                                 "error": runs[label][0].get("error")})
+                    continue
+                med = float(np.median([r["med_ms"] for r in ok]))
+                row = {"model": model, "threads": th, "mode": label, "med_ms": round(med, 3),
+                       "min_ms": round(float(np.median([r["min_ms"] for r in ok])), 3),
+                       "speed_vs_fp32": round(base / med, 3),
+                       "act_mb": round(ok[0]["act_mb"], 3), "weight_mb": round(ok[0]["weight_mb"], 3),
+                       "first_call_s": float(np.median([r["first_call_s"] for r in ok])),
+                       "max_abs_err": ok[0]["max_abs_err"]}
+                mk = [r for r in mnn[label] if "med_ms" in r]
+                if mk:
+                    row["mnn_med_ms"] = round(float(np.median([r["med_ms"] for r in mk])), 3)
+                rows.append(row)
+                print(json.dumps(row), flush=True)
+    return rows
 
 
 def main() -> None:
@@ -201,6 +267,14 @@ def main() -> None:
     ap.add_argument("--no-kernels", action="store_true", help="skip the kernel-level table")
     ap.add_argument("--threads", type=int, default=0,
                     help="compute threads (Numba and OpenBLAS; MNN numThread); 0 = all")
+    ap.add_argument("--models", nargs="+", default=["mobilenetv2", "resnet18"],
+                    help="model-level table: mobilenetv2 and/or resnet18")
+    ap.add_argument("--thread-list", nargs="+", type=int, default=[1, 2],
+                    help="model-level table: thread counts")
+    ap.add_argument("--rounds", type=int, default=3, help="alternating rounds of the modes")
+    ap.add_argument("--mnn", action="store_true", help="also real MNN in each mode")
+    ap.add_argument("--cold", action="store_true",
+                    help="each mnnjit process on an empty kernel cache (cold compile time)")
     ap.add_argument("--child", nargs=5, help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.threads:
@@ -220,13 +294,12 @@ def main() -> None:
         results["kernels"] = kernel_bench(reps)
         for r in results["kernels"]:
             print(json.dumps(r))
-    for model in ("mobilenetv2", "mobilenetv2_wq8"):
-        for p, m in MODES:
-            for kind in ("runner", "MNN"):
-                r = run_child(kind, model, p, m, reps)
-                results["models"].append(r)
-                print(json.dumps({k: (float(f"{v:.4g}") if isinstance(v, float) else v)
-                                  for k, v in r.items()}))
+    if a.cold:
+        os.environ["MNNJIT_BENCH_COLD"] = "1"
+    if a.threads:
+        a.thread_list = [a.threads]
+    results["models"] = model_table(a.models, a.thread_list, 1 if a.quick else a.rounds, reps,
+                                    a.mnn)
     if a.json:
         Path(a.json).write_text(json.dumps(results, indent=1))
 
