@@ -229,13 +229,11 @@ def pool(cv: GraphConverter, node, ins):
     return Val(index=y, nc4=cv.b.producer[y].inputIndexes[0])
 
 
-@handler("GlobalAveragePool", "GlobalMaxPool", "GlobalLpPool")
+@handler("GlobalAveragePool", "GlobalMaxPool")
 def global_pool(cv: GraphConverter, node, ins):
     """Global pooling: Pooling(isGlobal) on 4-D inputs, else a Reduction over the spatial axes."""
     x = ins[0]
     is_max = node.op_type == "GlobalMaxPool"
-    if node.op_type == "GlobalLpPool":
-        raise cv.unsupported("GlobalLpPool")
     if x.rank == 4:
         main = {"isGlobal": True, "type": "MAXPOOL" if is_max else "AVEPOOL", "padType": "CAFFE"}
         y = cv.b.cnn("Pooling", cv.idx(x), "Pool", main, _name(node))

@@ -434,3 +434,22 @@ def nonzero(cv: GraphConverter, node, ins):
     zeros = cv.b.op1("ZerosLike", [x], None, None)
     w = cv.b.op1("Where", [cv.b.binary("NOTEQUAL", x, zeros)], "Extra", {})
     return cv.out(cv.b.permute(w, [1, 0], _name(node)), _I64)
+
+
+@handler("Trilu")
+def trilu(cv: GraphConverter, node, ins):
+    """Upper / lower triangle of the last two axes: a select against a constant mask (known sizes)."""
+    x = ins[0]
+    k = 0 if len(ins) < 2 or ins[1] is None else ins[1]
+    if not isinstance(k, int):
+        if k.const is None:
+            raise cv.unsupported("Trilu k computed at run time")
+        k = int(k.const.reshape(-1)[0])
+    n, m = x.dim(-2), x.dim(-1)
+    if n is None or m is None:
+        raise cv.unsupported("Trilu of a matrix of unknown size")
+    upper = int(attrs_of(node).get("upper", 1))
+    mask = (np.triu if upper else np.tril)(np.ones((n, m), np.int32), k)
+    t = cv.idx(x)
+    zeros = cv.b.op1("ZerosLike", [t], None, None)
+    return cv.out(cv.b.op1("Select", [cv.b.const(mask), t, zeros], None, None, _name(node)), x.dtype)
