@@ -3,6 +3,7 @@
 * ``cancel_layout_pairs``: an NC4HW4 -> NCHW conversion feeding an NCHW -> NC4HW4 one cancels, so
   chains of CNN ops stay in NC4HW4 (as real MNN's converter leaves them).
 * ``share_conversions``: two NCHW -> NC4HW4 conversions of one tensor become one.
+* ``merge_reshapes``: a reshape of a reshape reads the first one's input.
 * ``remove_dead``: ops whose outputs nothing reads go (Input ops stay: they are the interface),
   and the tensor table is compacted.
 """
@@ -61,6 +62,25 @@ def share_conversions(ops: list, outputs: list) -> None:
     ops[:] = keep
 
 
+def merge_reshapes(ops: list, outputs: list) -> None:
+    """A Reshape of a Reshape reads the first one's input instead, when its target is a constant
+    without 0 entries (a 0 would copy a size of the intermediate shape)."""
+    producer = {t: op for op in ops for t in op.outputIndexes or []}
+    for op in ops:
+        if op.type != "Reshape" or not op.inputIndexes or len(op.inputIndexes) != 2:
+            continue
+        shape_op = producer.get(op.inputIndexes[1])
+        if shape_op is None or shape_op.type != "Const":
+            continue
+        dims = (shape_op.main or {}).get("int32s")
+        if dims is None or 0 in [int(d) for d in dims]:
+            continue
+        src = producer.get(op.inputIndexes[0])
+        while src is not None and src.type == "Reshape" and src.outputIndexes[0] not in outputs:
+            op.inputIndexes = [src.inputIndexes[0], op.inputIndexes[1]]
+            src = producer.get(op.inputIndexes[0])
+
+
 def _dead_code(ops: list, outputs: list) -> None:
     needed = set(outputs)
     keep: set[int] = set()
@@ -115,4 +135,5 @@ def optimize(net: Net) -> Net:
     for ops, _names, outputs, _owner in _graphs(net):
         cancel_layout_pairs(ops, outputs)
         share_conversions(ops, outputs)
+        merge_reshapes(ops, outputs)
     return remove_dead(net)
