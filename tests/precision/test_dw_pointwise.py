@@ -181,7 +181,7 @@ def test_storage_and_weight_variants(n, c, o, h, w, act2, half, residual, pre_ki
     rng = np.random.default_rng(seed)
     if pre_kind is None:
         x = rng.standard_normal((n, c, h, w)).astype(np.float32)
-        pre, w0d, x_dw = None, None, x
+        pre, w0d = None, None
     else:
         cin, k, s, pad = (3, 3, 2, 1) if pre_kind == "stem" else (5, 1, 1, 0)
         x = rng.standard_normal((n, cin, h * s, w * s)).astype(np.float32)
@@ -194,7 +194,6 @@ def test_storage_and_weight_variants(n, c, o, h, w, act2, half, residual, pre_ki
         else:
             pre, w0d = _quant_gemm(w0, b0, x.shape, (k, k), (s, s), (pad,) * 4, "relu6",
                                    threads, bits)
-        x_dw = None
     dshape = (n, c, h, w)
     w1 = rng.standard_normal((c, 9)).astype(np.float32) / 3
     b1 = rng.standard_normal(c).astype(np.float32)
