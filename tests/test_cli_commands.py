@@ -254,3 +254,25 @@ def test_convert_and_info_without_network(tmp_path) -> None:
         assert r.returncode == 0, r.stderr[-2000:]
         assert "NETWORK ATTEMPT" not in r.stderr
     assert os.path.exists(out)
+
+
+def test_bad_files_are_clear_errors(tmp_path) -> None:
+    bad = tmp_path / "bad.onnx"
+    bad.write_bytes(b"\x08\x07garbage" * 10)
+    r = run_cli("convert", "--modelFile", str(bad), "--MNNModel", str(tmp_path / "o.mnn"))
+    assert r.returncode == 2 and "not a valid ONNX model" in r.stderr and "Traceback" not in r.stderr
+    r = run_cli("info", str(tmp_path / "missing.mnn"))
+    assert r.returncode == 2 and "missing.mnn" in r.stderr
+    (tmp_path / "bad.mnn").write_bytes(b"\x00" * 64)
+    r = run_cli("info", str(tmp_path / "bad.mnn"))
+    assert r.returncode == 2 and "not a valid MNN model" in r.stderr
+    r = run_cli("compare", _shared("dynamic.mnn"), "--onnx", _shared("dynamic.onnx"))
+    assert r.returncode == 2 and "--input x:DIMS" in r.stderr
+
+
+def test_compare_with_given_data(tmp_path) -> None:
+    data = np.load(_shared("dynamic.npz"))
+    np.save(tmp_path / "x.npy", data["in1_x"])
+    out = json.loads(_ok(run_cli("compare", _shared("dynamic.mnn"), "--onnx", _shared("dynamic.onnx"),
+                                 "--data", f"x={tmp_path / 'x.npy'}", "--json")))
+    assert out["ok"] and out["outputs"]["feat"]["shape"] == list(data["out1_feat"].shape)
