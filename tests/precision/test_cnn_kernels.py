@@ -376,9 +376,11 @@ def test_expand_depthwise_matches_the_two_steps(n, c, o, h, w, ks, pad, act1, ac
     d.run(mid, apart)
     f.run(xs, fused)
     # the same sums up to their order (the column split decides which columns take the
-    # one-column kernel; a narrow 8-bit 1x1 runs its own GEMV apart)
+    # one-column kernel; a narrow 8-bit 1x1 runs its own GEMV apart); with half storage the
+    # fused kernel keeps the expanded tensor in float32 where the two steps round it to half,
+    # so they differ by that rounding carried through the 3x3 taps
     a32, f32 = (to_f32(apart.view(np.float16)), to_f32(fused.view(np.float16))) if half else (apart, fused)
-    assert np.abs(a32 - f32).max() <= (2e-3 if half else 1e-5) * max(1.0, float(np.abs(a32).max()))
+    assert np.abs(a32 - f32).max() <= (1e-2 if half else 1e-5) * max(1.0, float(np.abs(a32).max()))
     got = to_f32(fused.view(np.float16)) if half else fused
     x64 = to_f32(xs.view(np.float16)) if half else x
     ref = act_ref(conv_ref(act_ref(conv_ref(x64, w1.reshape(o, c, 1, 1), b1, (1, 1), (0,) * 4, (1, 1), 1), act1),
@@ -405,8 +407,9 @@ def _fused_matches_apart(c, o, h, w, s, half, act2):
     e.run(xs, mid)
     d.run(mid, apart)
     f.run(xs, fused)
+    # (half storage: the two steps round the expanded tensor to half, the fused kernel does not)
     a32, f32 = (to_f32(apart.view(np.float16)), to_f32(fused.view(np.float16))) if half else (apart, fused)
-    assert np.abs(a32 - f32).max() <= (2e-3 if half else 1e-5) * max(1.0, float(np.abs(a32).max()))
+    assert np.abs(a32 - f32).max() <= (1e-2 if half else 1e-5) * max(1.0, float(np.abs(a32).max()))
     return f
 
 
