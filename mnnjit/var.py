@@ -109,7 +109,12 @@ class Var:
         if v is None:
             from .runtime import evaluate
             evaluate([node])
-            v = node.value
+            # (``_value``: computed just now; another thread's placeholder write since then must
+            # not make it read as stale)
+            v = node._value
+            while v is None:    # cleared by another thread reading it stale meanwhile: again
+                evaluate([node])
+                v = node._value
         return v
 
     def read_view(self) -> np.ndarray:

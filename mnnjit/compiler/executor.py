@@ -147,7 +147,7 @@ def evaluate(roots: list[Node]) -> None:
     from .plan import build_plan, describe, trace
     tr = trace(roots, order)
     with launch_guard():
-        if lower.run_expression_graph(tr.order, roots, tr.key):
+        if lower.run_expression_graph(tr.order, roots, tr.key, tr.values):
             return
     with _lock:
         plan = _plans.get(tr.key)
@@ -164,7 +164,7 @@ def evaluate(roots: list[Node]) -> None:
             counters["plan_cache_hits"] += 1
     before = counters["kernels_compiled"], counters["kernel_disk_hits"]
     with launch_guard():
-        plan.run(tr.order, backend())
+        plan.run(tr.order, backend(), tr.values)
     if config.debug() and (counters["kernels_compiled"], counters["kernel_disk_hits"]) != before:
         print(f"[mnnjit] kernels compiled: {counters['kernels_compiled'] - before[0]}, "
               f"loaded from the disk cache: {counters['kernel_disk_hits'] - before[1]}", file=sys.stderr)

@@ -131,16 +131,18 @@ def _lifted(order: list[Node]) -> set[int]:
             and id(n) not in weights}
 
 
-def _cut(order: list[Node], roots: list[Node], lift: set[int] = frozenset()) -> tuple[GraphIR, list[Node]]:
+def _cut(order: list[Node], roots: list[Node], lift: set[int] = frozenset(),
+         values: list | None = None) -> tuple[GraphIR, list[Node]]:
     """The pending part of a traced expression graph as a static graph: known values that are not
     constants (and the constants in ``lift``) become placeholders (fed per run), constants (weights)
     stay, pending nodes are copied onto the new inputs. Returns the graph and the nodes whose
-    values feed its placeholders."""
+    values feed its placeholders. ``values``: the known values (default: read from the nodes)."""
     new: dict[int, Node] = {}
     feeds: list[Node] = []
     placeholders: list[Node] = []
-    for n in order:
-        v = n.value
+    if values is None:
+        values = [n.value for n in order]
+    for n, v in zip(order, values):
         if v is not None:
             if n.op == "const" and id(n) not in lift:
                 new[id(n)] = n
@@ -155,10 +157,15 @@ def _cut(order: list[Node], roots: list[Node], lift: set[int] = frozenset()) -> 
     return GraphIR(placeholders, outputs, [("NCHW" if o.fmt == "NC4HW4" else o.fmt) for o in outputs]), feeds
 
 
-def run_expression_graph(order: list[Node], roots: list[Node], key: tuple) -> bool:
+def run_expression_graph(order: list[Node], roots: list[Node], key: tuple,
+                         values: list | None = None) -> bool:
     """Compute ``roots`` through the active backend's graph lowering when the graph is worth it
     (see :func:`worth_lowering`); False (nothing computed) otherwise. ``key`` is the trace's
-    structural key; the constants' identities are added, as lowering packs their values."""
+    structural key; the constants' identities are added, as lowering packs their values.
+    ``values``: the trace's known values, read once (default: read from the nodes now): another
+    thread's placeholder write may make the nodes read as stale while this runs."""
+    if values is None:
+        values = [n.value for n in order]
     backend = registry.current()
     lift = _lifted(order) if delegates(backend) else set()
     consts = tuple(id(n.value) for n in order if n.op == "const" and n.value is not None and id(n) not in lift)
@@ -168,12 +175,13 @@ def run_expression_graph(order: list[Node], roots: list[Node], key: tuple) -> bo
         if hit is not None:
             _graphs.move_to_end(full)
     if hit is None:
-        if any(r.value is not None for r in roots):
+        known = {id(n) for n, v in zip(order, values) if v is not None}
+        if any(id(r) in known for r in roots):
             return False
-        pending = [n for n in order if n.value is None]
+        pending = [n for n, v in zip(order, values) if v is None]
         if not delegates(backend) and not worth_lowering(pending, None, conv_macs_of(pending)):
             return False
-        graph, _ = _cut(order, roots, lift)
+        graph, _ = _cut(order, roots, lift, values)
         compiled = _compile(backend, graph, None)
         # the entry keeps the const nodes alive, so their ids stay theirs while it is cached
         hit = (compiled, [n for n in order if n.op == "const"])
@@ -187,7 +195,7 @@ def run_expression_graph(order: list[Node], roots: list[Node], key: tuple) -> bo
     compiled = hit[0]
     if compiled is None:
         return False
-    feeds = [n.value for n in order if n.value is not None and (n.op != "const" or id(n) in lift)]
+    feeds = [v for n, v in zip(order, values) if v is not None and (n.op != "const" or id(n) in lift)]
     outs = compiled.run([np.ascontiguousarray(a) for a in feeds])
     for r, v in zip(roots, outs):
         if isinstance(v, np.ndarray):

@@ -76,6 +76,9 @@ class Trace:
     is_val: list[bool]
     roots: list[int]
     key: tuple
+    #: the known values (None for nodes to compute), read once while tracing: what a plan runs
+    #: on, even if another thread's placeholder write makes the nodes read as stale meanwhile
+    values: list = field(default_factory=list)
 
 
 def trace(roots: list[Node], order: list[Node] | None = None) -> Trace:
@@ -86,8 +89,11 @@ def trace(roots: list[Node], order: list[Node] | None = None) -> Trace:
     in_pos: list[tuple[int, ...]] = []
     is_val: list[bool] = []
     key: list = []
+    values: list = []
     for n in order:
-        if n.value is not None:
+        v = n.value
+        values.append(v)
+        if v is not None:
             in_pos.append(())
             is_val.append(True)
             key.append((n.shape, n.dtype.str if n.dtype is not None else None))
@@ -100,7 +106,7 @@ def trace(roots: list[Node], order: list[Node] | None = None) -> Trace:
         is_val.append(False)
         key.append((n.op, attrs_key(n.attrs), n.shape, n.dtype.str if n.dtype is not None else None, ins))
     rpos = [pos[id(r)] for r in roots]
-    return Trace(order, in_pos, is_val, rpos, (tuple(key), tuple(rpos)))
+    return Trace(order, in_pos, is_val, rpos, (tuple(key), tuple(rpos)), values)
 
 
 def work_size(node: Node) -> int:
@@ -141,13 +147,14 @@ class Plan:
     dead: int = 0
     owned: frozenset = frozenset()  # root positions whose value is (a view of) a kernel output of the run
 
-    def run(self, order: list[Node], backend) -> None:
+    def run(self, order: list[Node], backend, values: list | None = None) -> None:
         """Execute on the nodes of a trace with this plan's structure on ``backend`` (steps it does
-        not take run on the ops' references, on host values); caches the roots' values."""
+        not take run on the ops' references, on host values); caches the roots' values.
+        ``values``: the trace's known values (default: read from the nodes now)."""
         from ..ops.evaluate import compute_node
         vals: list[Any] = [None] * self.n
         for p in self.leaves:
-            vals[p] = order[p].value
+            vals[p] = values[p] if values else order[p].value
         pool: dict[tuple, list] = {}
         for step in self.steps:
             p = step.pos

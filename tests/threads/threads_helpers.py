@@ -93,3 +93,12 @@ def assert_same(got: list[np.ndarray], want: list[np.ndarray], what: str) -> Non
         assert g.shape == w.shape and g.dtype == w.dtype, f"{what}: output {k} {g.shape} vs {w.shape}"
         if not np.array_equal(g, w, equal_nan=True):
             raise AssertionError(f"{what}: output {k} differs by up to {np.nanmax(np.abs(g - w))}")
+
+
+def assert_close(got: list[np.ndarray], want: list[np.ndarray], what: str) -> None:
+    """Outputs equal to float32 rounding (where a graph may run on a kernel or on its numpy
+    reference, depending on whether its kernels are compiled yet)."""
+    assert len(got) == len(want), what
+    for k, (g, w) in enumerate(zip(got, want)):
+        assert g.shape == w.shape and g.dtype == w.dtype, f"{what}: output {k} {g.shape} vs {w.shape}"
+        np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6, err_msg=f"{what}: output {k}")
