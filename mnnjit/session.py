@@ -13,7 +13,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from .graph import Node, bump_write_counter
+from .graph import Node
 from .hostmem import is_address, read_address, read_buffer
 
 Tensor_DimensionType_Tensorflow = 0
@@ -379,9 +379,10 @@ class Interpreter:
         prog = self._program
         feeds = [Node("placeholder", (), {}, a.shape, a.dtype, spec.fmt, name=spec.name)
                  for spec, a in zip(prog.inputs, self._feeds(session))]
+        # fresh placeholders: nothing computed before depends on them (no write-counter bump,
+        # which would also invalidate values other threads are computing)
         for p, a in zip(feeds, self._feeds(session)):
             p.value = a
-        bump_write_counter()
         trace: list = []
         tensors: dict = {}
         prog.translate(feeds, dynamic=True, trace=trace, tensors=tensors)
@@ -393,7 +394,7 @@ class Interpreter:
                 if node is None or node.dtype is None:
                     continue
                 evaluate([node])
-                tt = Tensor(node.shape, _halide(node.dtype), np.asarray(node.value),
+                tt = Tensor(node.shape, _halide(node.dtype), np.asarray(node._value),
                             _FMT_DIM.get(node.fmt, Tensor_DimensionType_Caffe))
                 out.append(tt)
             return out
@@ -418,7 +419,7 @@ class Interpreter:
             evaluate(outs)
             for name, node in zip(prog.output_names, outs):
                 t = session.outputs[name]
-                t._data = np.array(node.value, copy=True)
+                t._data = np.array(node._value, copy=True)   # (computed just now)
                 t._type = _halide(node.dtype)
         return 0
 
