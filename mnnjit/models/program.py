@@ -61,6 +61,8 @@ class Program:
         for op in net.oplists:
             if str(op.type) == "Input":
                 p = op.main or {}
+                if not op.outputIndexes:
+                    raise ValueError(f"{path}: input op {op.name!r} has no output tensor")
                 t = op.outputIndexes[0]
                 dims = p.get("dims")
                 dims = None if dims is None else tuple(int(d) for d in dims)
