@@ -124,6 +124,11 @@ class Program:
         tr = Translator(self.ctx(dynamic), self.net.oplists, self.tensor_names)
         tr.trace = trace
         tr.run(tensors, self.outputs)
+        missing = [t for t in self.outputs if t not in tensors]
+        if missing:
+            t = missing[0]
+            name = self.tensor_names[t] if 0 <= t < len(self.tensor_names) else str(t)
+            raise ValueError(f"{self.path}: no op of the model produces its output tensor {name!r}")
         return [tensors[t] for t in self.outputs]
 
     def has_conv_work(self) -> bool:

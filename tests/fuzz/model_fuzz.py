@@ -203,7 +203,8 @@ def _inputs(mod: Any, rng: np.random.Generator, max_elements: int) -> list[Any]:
         else:
             a = rng.standard_normal(dims).astype(spec.dtype)
         fmt = {"NHWC": J.expr.NHWC, "NC4HW4": J.expr.NC4HW4}.get(spec.fmt, J.expr.NCHW)
-        vars_.append(J.expr.const(a, list(a.shape), fmt if len(dims) == 4 else J.expr.NCHW))
+        vars_.append(J.expr.const(a, list(a.shape), fmt if len(dims) == 4 else J.expr.NCHW,
+                                  J.expr.int if spec.dtype.kind in "iu" else J.expr.float))
     return vars_
 
 
