@@ -98,18 +98,43 @@ class RuntimeManager:
         self.hints: dict[int, int] = {}
 
     def set_cache(self, cache_path: str) -> None:
-        """Where compiled-kernel information is kept (mnnjit's kernels cache on disk by itself)."""
+        """Where compiled-kernel information is kept (mnnjit's kernels cache on disk by itself); a
+        backend with a cache file of its own (OpenCL: program binaries and tuned work-group sizes)
+        reads an existing one now, as MNN does."""
         self.cache_path = os.fspath(cache_path)
+        backend = self._cache_backend()
+        if backend is not None and os.path.isfile(self.cache_path):
+            try:
+                backend.load_cache(self.cache_path)
+            except ValueError:  # another tool's file: ignored, and rewritten by update_cache
+                pass
 
     def update_cache(self) -> None:
-        """Write kernel information to the cache file (compiled kernels are cached when built)."""
+        """Write kernel information to the cache file (compiled kernels are cached when built; the
+        OpenCL backend writes its program binaries and tuning table there)."""
         if self.cache_path is None:
             return
         d = os.path.dirname(os.path.abspath(self.cache_path))
         if not os.path.isdir(d):
             raise FileNotFoundError(f"cache directory does not exist: {d}")
+        backend = self._cache_backend()
+        if backend is not None:
+            backend.save_cache(self.cache_path)
+            return
         with open(self.cache_path, "a"):
             pass
+
+    def _cache_backend(self):
+        """This manager's backend when it keeps a cache file of its own (``save_cache``/``load_cache``)."""
+        name = getattr(self, "backend_name", None)
+        if name in (None, "cpu", "reference"):
+            return None
+        from ..backends import registry
+        try:
+            backend = registry.get(name)
+        except Exception:  # an unavailable backend has no cache to read or write
+            return None
+        return backend if hasattr(backend, "save_cache") and hasattr(backend, "load_cache") else None
 
     def set_external(self, path: str) -> None:
         """Use ``path`` as the external weight file of models loaded with this manager."""

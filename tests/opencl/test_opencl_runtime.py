@@ -153,3 +153,22 @@ def test_no_platform_warns_once_and_runs_on_the_cpu(ocl) -> None:
     m = MNN.nn.load_module_from_file(os.path.join(MODELS, "convbn.mnn"), ["x"], ["logits"])
     want = float(m.forward(MNN.expr.const(np.ones((1, 3, 32, 32), np.float32), [1, 3, 32, 32])).read().sum())
     assert abs(float(lines["sum"]) - want) < 1e-4
+
+
+def test_runtime_manager_set_cache_and_update_cache_write_the_opencl_cache_file(ocl, tmp_path) -> None:
+    import mnnjit as MNN
+    x = placeholder((3, 70))
+    lowered(ocl, [node("sigmoid", [x])], {x: np.zeros((3, 70), np.float32)})
+    path = tmp_path / "model.cache"
+    rt = MNN.nn.create_runtime_manager(({"backend": 3},))
+    rt.set_cache(str(path))  # no file yet: nothing read
+    rt.update_cache()
+    data = json.loads(path.read_text())
+    assert data["magic"] == "mnnjit-opencl-cache" and len(data["binaries"]) >= 1
+    rt2 = MNN.nn.create_runtime_manager(({"backend": "OPENCL"},))
+    rt2.set_cache(str(path))  # read back (the binaries are already in the cache directory)
+    cpu = MNN.nn.create_runtime_manager(({"backend": 0},))
+    other = tmp_path / "cpu.cache"
+    cpu.set_cache(str(other))
+    cpu.update_cache()  # the CPU keeps no cache file of its own: an empty file, as before
+    assert other.exists() and other.read_text() == ""
