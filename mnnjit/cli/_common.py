@@ -158,11 +158,23 @@ def run_module(mnn: Any, path: str, feeds: dict, outputs: Sequence[str], config:
 
 
 def real_mnn() -> Any:
-    """Real MNN (``import MNN``), or None when it is not installed. Its banner line goes to stderr."""
+    """Real MNN (``import MNN``), or None when it is not installed. Its banner line ("The device
+    supports: ..."), which its C++ code prints on stdout, goes to stderr, keeping ``--json`` output clean."""
+    if "MNN" in sys.modules:
+        return sys.modules["MNN"]
+    sys.stdout.flush()
+    saved = os.dup(1)
     try:
-        import MNN  # noqa: F401
-    except ImportError:
-        return None
+        os.dup2(2, 1)
+        try:
+            import MNN  # noqa: F401
+        except ImportError:
+            return None
+        finally:
+            sys.stdout.flush()
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
     return sys.modules["MNN"]
 
 
