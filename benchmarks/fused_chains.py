@@ -4,7 +4,10 @@ Cases: ``((x*2+1)*y - z).sum()``, a row softmax of a (4096, 4096) matrix, ``(img
 (1, 3, 2304, 2304) NCHW image with per-channel mean/scale. Prints one line per case with the best of
 ``--repeat`` runs after a warm-up call (compile time is reported separately by compiler_compile_time.py).
 
-    PYTHONPATH=. python benchmarks/fused_chains.py [--threads 2] [--repeat 5]
+    PYTHONPATH=. python benchmarks/fused_chains.py [--threads 2] [--repeat 5] [--backend opencl]
+
+``--backend opencl`` runs mnnjit's side on the OpenCL backend (fused groups as OpenCL kernels; the
+inputs stay uploaded between calls, each result is downloaded).
 """
 from __future__ import annotations
 
@@ -29,7 +32,12 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--backend", default="cpu", choices=["cpu", "opencl"], help="the backend mnnjit runs on")
     args = ap.parse_args()
+    if args.backend != "cpu":
+        from mnnjit.backends import registry
+        registry.set_default(args.backend)
+        print(registry.current().describe())
 
     import mnnjit.numpy as mp
     from mnnjit import compiler

@@ -434,3 +434,19 @@ def test_half_storage_groups_copies_and_softmax(ocl) -> None:
     for got, want in zip(g.run([xv]), reference(outs, {x: xv})):
         assert got.dtype == np.float32
         assert np.abs(got - want).max() <= 2e-2 * max(1.0, float(np.abs(want).max()))
+
+
+@pytest.mark.parametrize("op", ["reduce_sum", "reduce_max", "reduce_mean"])
+def test_long_reductions_into_few_outputs_split_over_the_device(ocl, op) -> None:
+    """A reduction of many elements into few outputs runs as partials over many work-groups, then
+    their combination (two launches), with the reference's answer."""
+    rng = np.random.default_rng(6)
+    x = placeholder((3, 70001))
+    y = node(op, [node("mul", [x, const(np.float32(0.5))])], axes=(1,), keepdims=False)
+    full = node(op, [x], axes=(0, 1), keepdims=True)
+    xv = rng.standard_normal((3, 70001)).astype(np.float32)
+    from ocl_helpers import lowered
+    g = lowered(ocl, [y, full], {x: xv})
+    assert all(len(st.launches) == 2 for st in g.steps if st.kind == "group"), g.explain()
+    for got, want in zip(g.run([xv]), reference([y, full], {x: xv})):
+        assert_close(got, want, rtol=1e-5)

@@ -186,8 +186,9 @@ class OpenCLBackend(Backend):
                 leaves = [self._leaf(v, shape) for v in inputs]
                 if not isinstance(out, DeviceArray):
                     out = self.alloc(tuple(group.out_shape), group.out_dtype)
-                launch = group_launch(self._binder(), group.spec, group.params, shape, group.axes, leaves, out)
-                rt.launch(launch.kernel, launch.gsize, launch.lsize)
+                for launch in group_launch(self._binder(), group.spec, group.params, shape, group.axes, leaves,
+                                           out):
+                    rt.launch(launch.kernel, launch.gsize, launch.lsize)
             except OpenCLBuildError:
                 raise
             except Unsupported:

@@ -49,14 +49,14 @@ _BIN = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.BitAnd: "&", ast.BitOr: "
 #: Helpers the translated expressions call (Python's floor division and modulo on floats, as numpy's
 #: divmod computes them; half rounding without cl_khr_fp16).
 PRELUDE = r"""
-inline float py_mod_f(float a, float b) {
+static inline float py_mod_f(float a, float b) {
     float m = fmod(a, b);
     if (b == 0.0f) return m;
     if (m != 0.0f) { if ((b < 0.0f) != (m < 0.0f)) m += b; }
     else m = copysign(0.0f, b);
     return m;
 }
-inline float py_floordiv_f(float a, float b) {
+static inline float py_floordiv_f(float a, float b) {
     float m = fmod(a, b);
     if (b == 0.0f) return a / b;
     float d = (a - m) / b;
@@ -64,19 +64,19 @@ inline float py_floordiv_f(float a, float b) {
     if (d != 0.0f) { float f = floor(d); if (d - f > 0.5f) f += 1.0f; return f; }
     return copysign(0.0f, a / b);
 }
-inline int py_mod_i(int a, int b) {
+static inline int py_mod_i(int a, int b) {
     if (b == 0) return 0;
     int m = a % b;
     if (m != 0 && ((m < 0) != (b < 0))) m += b;
     return m;
 }
-inline int py_floordiv_i(int a, int b) {
+static inline int py_floordiv_i(int a, int b) {
     if (b == 0) return 0;
     int q = a / b;
     if ((a % b != 0) && ((a < 0) != (b < 0))) q -= 1;
     return q;
 }
-inline float round_half(float x) {
+static inline float round_half(float x) {
     ushort u;
     vstore_half(x, 0, (__private half *)&u);
     return vload_half(0, (__private half *)&u);
@@ -139,7 +139,7 @@ class _Tx:
         if isinstance(n.op, ast.UAdd):
             return x
         if isinstance(n.op, ast.Not):
-            return f"(!({x}))"
+            return f"(({x}) == 0)"  # OpenCL C takes no float operand for ! (NaN is truthy, as in Python)
         if isinstance(n.op, ast.Invert):
             if self.kind != "i":
                 raise Untranslatable("~ on floats")
@@ -182,7 +182,8 @@ class _Tx:
         return "(" + " && ".join(parts) + ")" if len(parts) > 1 else parts[0]
 
     def t_IfExp(self, n):
-        return f"(({self(n.test)}) ? ({self(n.body)}) : ({self(n.orelse)}))"
+        # OpenCL C's ?: takes no float condition: compare with 0 (NaN is truthy, as in Python)
+        return f"((({self(n.test)}) != 0) ? ({self(n.body)}) : ({self(n.orelse)}))"
 
     def t_Call(self, n):
         f = n.func
@@ -375,19 +376,30 @@ def _reduce_parts(op: str, in_dt: str, fp64: bool) -> tuple[str, str, str]:
     raise Untranslatable(op)
 
 
+def reduce_acc_type(spec: GroupSpec, fp64: bool) -> str:
+    """The C type a reduction accumulates in (its partial results' type in a split reduction)."""
+    rop, in_dt, _ = spec.reduce
+    return _reduce_parts(rop, in_dt, fp64)[0]
+
+
 def reduce_source(spec: GroupSpec, modes: tuple, nk: int, nr: int, ctypes: tuple, out_ctype: str,
-                  fp64: bool, local: int = 0) -> str:
+                  fp64: bool, local: int = 0, split: bool = False) -> str:
     """A reduction kernel ``group``: ``nk`` kept axes, ``nr >= 1`` reduced axes (collapsed).
 
     Arguments: leaves, ``out`` (flat over the kept axes), ``K`` (outputs), ``k1..k{nk-1}`` (kept
     extents after the first), ``e0..e{nr-1}`` (reduced extents), per non-scalar leaf its kept then
     reduced element strides, ``count`` (elements per output), then the parameters. ``local > 0``:
-    one work-group of ``local`` lanes per output."""
+    one work-group of ``local`` lanes per output. ``split`` (with ``local``): a first pass over few
+    outputs and long reductions - ``P`` work-groups per output each reduce a chunk of ``chunk``
+    elements into ``out`` (the accumulator type, ``K * P`` partials), which :func:`reduce_final_source`
+    combines."""
     rop, in_dt, odt = spec.reduce
     acc_t, init, combine = _reduce_parts(rop, in_dt, fp64)
     leaves = _leaf_decls(spec, ctypes)
     args = [leaves] if leaves else []
-    args += [f"__global {out_ctype} *restrict out", "const int K"]
+    args += [f"__global {acc_t if split else out_ctype} *restrict out", "const int K"]
+    if split:
+        args += ["const int P", "const int chunk"]
     args += [f"const int k{d}" for d in range(1, nk)]
     args += [f"const int e{d}" for d in range(nr)]
     walk = [k for k, m in enumerate(modes) if m != "s"]
@@ -400,8 +412,10 @@ def reduce_source(spec: GroupSpec, modes: tuple, nk: int, nr: int, ctypes: tuple
     src.append(f"__kernel {attr}void group({', '.join(args)}{_params_decl(spec)}) {{")
     if local:
         src += [f"    __local {acc_t} part[{local}];",
-                "    const int o = get_group_id(0);",
+                "    const int o = get_group_id(0)" + (" / P;" if split else ";"),
                 "    const int lane = get_local_id(0);"]
+        if split:
+            src.append("    const int p = get_group_id(0) - o * P;")
     else:
         src += ["    const int o = get_global_id(0);", "    if (o >= K) return;"]
     src.append("    int rem = o;")
@@ -419,7 +433,12 @@ def reduce_source(spec: GroupSpec, modes: tuple, nk: int, nr: int, ctypes: tuple
         names.append(f"a{k}")
     if local:
         total = " * ".join(f"e{d}" for d in range(nr))
-        src += [f"    const int R = {total};", f"    for (int t = lane; t < R; t += {local}) {{", "        int tr = t;"]
+        if split:
+            src += [f"    const int R = min({total}, (p + 1) * chunk);",
+                    f"    for (int t = p * chunk + lane; t < R; t += {local}) {{", "        int tr = t;"]
+        else:
+            src += [f"    const int R = {total};", f"    for (int t = lane; t < R; t += {local}) {{",
+                    "        int tr = t;"]
         for d in range(nr - 1, 0, -1):
             src.append(f"        const int r{d} = tr % e{d}; tr /= e{d};")
         src.append("        const int r0 = tr;")
@@ -448,12 +467,37 @@ def reduce_source(spec: GroupSpec, modes: tuple, nk: int, nr: int, ctypes: tuple
                     f"part[lane] = acc; }}", "    barrier(CLK_LOCAL_MEM_FENCE);"]
             step //= 2
         src += ["    if (lane != 0) return;", "    acc = part[0];"]
+        if split:
+            src += ["    out[o * P + p] = acc;", "}"]
+            return "\n".join(src) + "\n"
     else:
         for d in range(nr):
             src.append("    " * (nr - d) + "}")
     final = "acc / count" if rop == "reduce_mean" else "acc"
     src.append("    " + store(out_ctype, "out", "o", cast(odt, final, "f" if acc_t in ("float", "double") else "i")))
     src.append("}")
+    return "\n".join(src) + "\n"
+
+
+def reduce_final_source(spec: GroupSpec, out_ctype: str, fp64: bool) -> str:
+    """The second pass of a split reduction: kernel ``final(part, out, K, P, count)`` combines each
+    output's ``P`` partials in order and stores the result (mean divided by ``count``)."""
+    rop, in_dt, odt = spec.reduce
+    acc_t, init, combine = _reduce_parts(rop, in_dt, fp64)
+    src = ["#pragma OPENCL EXTENSION cl_khr_fp64 : enable"] if acc_t == "double" else []
+    src.append(PRELUDE)
+    final = "acc / count" if rop == "reduce_mean" else "acc"
+    src += [f"__kernel void final(__global const {acc_t} *restrict part, __global {out_ctype} *restrict out, "
+            "const int K, const int P, const float count) {",
+            "    const int o = get_global_id(0);",
+            "    if (o >= K) return;",
+            f"    {acc_t} acc = part[o * P];",
+            "    for (int p = 1; p < P; ++p) {",
+            f"        const {acc_t} v = part[o * P + p];",
+            f"        {combine}",
+            "    }",
+            "    " + store(out_ctype, "out", "o", cast(odt, final, "f" if acc_t in ("float", "double") else "i")),
+            "}"]
     return "\n".join(src) + "\n"
 
 

@@ -371,7 +371,7 @@ class CLGraph:
         if st.kind == "group":
             spec, params, shape, axes = st.group
             leaves = [leaf_of(self._dev(s), shape) for s in st.ins]
-            return [group_launch(b, spec, params, shape, axes, leaves, st.out.arr)]
+            return group_launch(b, spec, params, shape, axes, leaves, st.out.arr)
         n = st.node
         if st.res is not None or st.act is not None:
             from .launches import conv_launches

@@ -41,6 +41,7 @@ class Launch:
     gsize: tuple
     lsize: tuple | None
     name: str = ""
+    scratch: Any = None   # a buffer only this launch's kernels use (kept alive with the launch)
 
 
 class Binder:
@@ -630,8 +631,9 @@ def _group_kernel(b: Binder, name: str, src: str) -> Any:
 
 
 def group_launch(b: Binder, spec: Any, params: Sequence, shape: Sequence[int], axes: Sequence[int] | None,
-                 leaves: list[Leaf], out: DeviceArray) -> Launch:
-    """One fusion group (elementwise chain, optionally reduced over ``axes``) as one kernel launch."""
+                 leaves: list[Leaf], out: DeviceArray) -> list[Launch]:
+    """One fusion group (elementwise chain, optionally reduced over ``axes``) as kernel launches: one,
+    or two for a long reduction into few outputs (partials over the whole device, then their sum)."""
     shape = [int(d) for d in shape]
     if _size(shape) > MAX_ELEMS:
         raise Unsupported("group too large for 32-bit indices")
@@ -657,7 +659,7 @@ def group_launch(b: Binder, spec: Any, params: Sequence, shape: Sequence[int], a
             if m == "g":
                 args += [I32(lf.offset)] + [I32(s) for s in cs]
         k = _set(_group_kernel(b, "group", src), args + pargs)
-        return _launch1d(b, "group:" + spec.key()[:200] + str(modes), k, n)
+        return [_launch1d(b, "group:" + spec.key()[:200] + str(modes), k, n)]
     axes = sorted(set(int(a) for a in axes))
     kept = [d for d in range(len(shape)) if d not in axes]
     walk = [lf for lf in leaves if not lf.scalar]
@@ -670,10 +672,21 @@ def group_launch(b: Binder, spec: Any, params: Sequence, shape: Sequence[int], a
     K = _size(kshp)
     R = _size(rshp)
     modes = tuple("s" if lf.scalar else "g" for lf in leaves)
-    local = ROW_LOCAL if (R >= 256 and K <= 8 * max(b.rt.info.compute_units, 1) * 4) else 0
+    cus = max(b.rt.info.compute_units, 1)
+    local = ROW_LOCAL if (R >= 256 and K <= 32 * cus) else 0
     fp64 = b.rt.info.fp64
-    src = codegen.reduce_source(spec, modes, len(kshp), len(rshp), ctypes, out.ctype, fp64, local)
-    args = [lf.buf for lf in leaves] + [out.buf, I32(K)] + [I32(d) for d in kshp[1:]] + [I32(d) for d in rshp]
+    # few outputs, long reductions: P work-groups per output so that every compute unit has work
+    P = min(-(-R // (ROW_LOCAL * 16)), -(-4 * cus // K)) if local else 1
+    split = P > 1
+    src = codegen.reduce_source(spec, modes, len(kshp), len(rshp), ctypes, out.ctype, fp64, local, split)
+    part = None
+    if split:
+        acc_t = codegen.reduce_acc_type(spec, fp64)
+        part = b.rt.buffer(K * P * {"double": 8, "long": 8}.get(acc_t, 4))
+    args = [lf.buf for lf in leaves] + [part if split else out.buf, I32(K)]
+    if split:
+        args += [I32(P), I32(-(-R // P))]
+    args += [I32(d) for d in kshp[1:]] + [I32(d) for d in rshp]
     j = 0
     for lf in leaves:
         if lf.scalar:
@@ -682,9 +695,16 @@ def group_launch(b: Binder, spec: Any, params: Sequence, shape: Sequence[int], a
         j += 1
     args.append(F32(R))
     k = _set(_group_kernel(b, "reduce", src), args + pargs)
+    if split:
+        fin = b.rt.cl.Kernel(b.rt.program("reduce-final", codegen.reduce_final_source(spec, out.ctype, fp64)),
+                             "final")
+        _set(fin, [part, out.buf, I32(K), I32(P), F32(R)])
+        first = Launch(k, (K * P * local,), (local,), "reduce")
+        first.scratch = part  # the partials live as long as the launches
+        return [first, _launch1d(b, "reduce-final", fin, K)]
     if local:
-        return Launch(k, (K * local,), (local,), "reduce")
-    return _launch1d(b, "reduce:" + spec.key()[:200], k, K)
+        return [Launch(k, (K * local,), (local,), "reduce")]
+    return [_launch1d(b, "reduce:" + spec.key()[:200], k, K)]
 
 
 # ---------------------------------------------------------------------------- registry

@@ -38,7 +38,7 @@ _HEAD = r"""
 #define ST8(p, i, v) vstore8((v), 0, (p) + (i))
 #endif
 
-inline float act(float v, int code) {
+static inline float act(float v, int code) {
     switch (code) {
     case 1: return fmax(v, 0.0f);
     case 2: return fmin(fmax(v, 0.0f), 6.0f);
@@ -50,7 +50,7 @@ inline float act(float v, int code) {
     }
 }
 
-inline float8 act8(float8 v, int code) {
+static inline float8 act8(float8 v, int code) {
     switch (code) {
     case 1: return fmax(v, (float8)(0.0f));
     case 2: return fmin(fmax(v, (float8)(0.0f)), (float8)(6.0f));
@@ -228,7 +228,7 @@ _CONV_PRE = "const int KHW = KH * KW; const int HW = H * W;"
 _CONV_LOAD = ("conv_load(B, boff, k, n, KHW, KW, OW, SH, SW, PT, PL, DH, DW, H, W, HW)")
 
 _CONV_HELPER = r"""
-inline float conv_load(__global const store_t *restrict B, int boff, int k, int n, int KHW, int KW, int OW,
+static inline float conv_load(__global const store_t *restrict B, int boff, int k, int n, int KHW, int KW, int OW,
                        int SH, int SW, int PT, int PL, int DH, int DW, int H, int W, int HW) {
     const int ci = k / KHW, r = k - ci * KHW;
     const int ky = r / KW, kx = r - ky * KW;
@@ -396,7 +396,7 @@ void global_pool(__global const store_t *restrict X, __global store_t *restrict 
 """
 
 _K_ROW_SUM = r"""
-inline float row_sum(__local float *part, int lane, float v) {
+static inline float row_sum(__local float *part, int lane, float v) {
     part[lane] = v;
     barrier(CLK_LOCAL_MEM_FENCE);
     for (int s = RL / 2; s > 0; s >>= 1) {
@@ -410,7 +410,7 @@ inline float row_sum(__local float *part, int lane, float v) {
 """
 
 _K_ROW_MAX = r"""
-inline float row_max(__local float *part, int lane, float v) {
+static inline float row_max(__local float *part, int lane, float v) {
     part[lane] = v;
     barrier(CLK_LOCAL_MEM_FENCE);
     for (int s = RL / 2; s > 0; s >>= 1) {
