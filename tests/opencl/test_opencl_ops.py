@@ -450,3 +450,41 @@ def test_long_reductions_into_few_outputs_split_over_the_device(ocl, op) -> None
     assert all(len(st.launches) == 2 for st in g.steps if st.kind == "group"), g.explain()
     for got, want in zip(g.run([xv]), reference([y, full], {x: xv})):
         assert_close(got, want, rtol=1e-5)
+
+
+@pytest.mark.parametrize("variant", [0, 1, 2])
+def test_every_gemm_variant(ocl, monkeypatch, variant) -> None:
+    """The tiled (local memory: GPUs' default), register-blocked and float8 GEMM variants all give the
+    reference's answer, whichever the device's default or tuning picks."""
+    monkeypatch.setattr(ocl.rt, "variant", lambda key, builders, default: builders[min(variant, len(builders) - 1)]())
+    rng = np.random.default_rng(variant)
+    x = placeholder((2, 12, 13, 21))
+    w1 = const(rng.standard_normal((70, 12, 1, 1)).astype(np.float32) * 0.3)
+    w3 = const(rng.standard_normal((9, 4, 3, 3)).astype(np.float32) * 0.3)
+    b = const(rng.standard_normal(70).astype(np.float32))
+    c1 = node("conv2d", [x, w1, b], stride=(1, 1), dilation=(1, 1), pads=(0, 0, 0, 0), group=1, act="relu6")
+    c3 = node("conv2d", [x, w3, const(np.zeros(9, np.float32))], stride=(2, 1), dilation=(1, 1),
+              pads=(1, 1, 1, 1), group=3, act="")
+    m = placeholder((3, 33, 40), name="m")
+    mm = node("matmul", [m, node("transpose", [m], perm=(0, 2, 1))])
+    feeds = {x: rng.standard_normal((2, 12, 13, 21)).astype(np.float32),
+             m: rng.standard_normal((3, 33, 40)).astype(np.float32)}
+    outs = [c1, c3, mm]
+    for got, want in zip(on_device(ocl, outs, feeds), reference(outs, feeds)):
+        assert_close(got, want, rtol=1e-4)
+
+
+def test_tuning_picks_a_working_local_size_and_remembers_it(ocl, monkeypatch) -> None:
+    monkeypatch.setattr(ocl.rt, "tuning", "fast")
+    rng = np.random.default_rng(8)
+    x = placeholder((1, 5, 37, 29))
+    outs = [node("pool2d", [x], kind="avg", kernel=(3, 3), stride=(1, 1), pads=(1, 1, 1, 1), out=(37, 29),
+                 count_include_pad=False),
+            node("conv2d", [x, const(rng.standard_normal((40, 5, 1, 1)).astype(np.float32)),
+                            const(np.zeros(40, np.float32))], stride=(1, 1), dilation=(1, 1), pads=(0, 0, 0, 0),
+                 group=1, act="")]
+    xv = rng.standard_normal((1, 5, 37, 29)).astype(np.float32)
+    for got, want in zip(on_device(ocl, outs, {x: xv}), reference(outs, {x: xv})):
+        assert_close(got, want, rtol=1e-5)
+    table = ocl.rt.cache.tuning()
+    assert any(k.startswith("pool|29,37,5") for k in table) and any(k.startswith("variant|gemm_w|40,") for k in table)
