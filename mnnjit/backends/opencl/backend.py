@@ -24,7 +24,7 @@ from numpy.lib.stride_tricks import as_strided
 
 from mnnjit.backends.base import Backend, BackendUnavailable
 from . import codegen
-from .buffers import BufferPool, DeviceArray, download, new_array, storage_of, to_storage, upload
+from .buffers import BufferPool, DeviceArray, download, new_array, storage_of, upload
 from .device import probe
 from .launches import MAX_ELEMS, Binder, Leaf, Unsupported, build, device_inputs, group_launch, leaf_of, supported
 from .runtime import OpenCLBuildError, get_runtime, tuning_mode_from_threads

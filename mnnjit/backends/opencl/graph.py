@@ -31,7 +31,7 @@ from mnnjit.ops import registry
 from mnnjit.backends.ir import GroupSpec
 from . import codegen
 from .buffers import CTYPE_NP, DeviceArray, storage_of
-from .launches import Binder, Leaf, Unsupported, build, device_inputs, group_launch, leaf_of, supported
+from .launches import Binder, Unsupported, build, device_inputs, group_launch, leaf_of, supported
 from .runtime import OpenCLBuildError
 
 REDUCE_OPS = frozenset({"reduce_sum", "reduce_mean", "reduce_prod", "reduce_max", "reduce_min"})

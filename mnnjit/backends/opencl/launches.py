@@ -623,9 +623,6 @@ def leaf_of(arr: DeviceArray, shape: Sequence[int]) -> Leaf:
     return Leaf(arr.buf, arr.ctype, strides, 0, arr.size == 1)
 
 
-_group_kernels: dict[str, Any] = {}
-
-
 def _group_kernel(b: Binder, name: str, src: str) -> Any:
     return b.rt.cl.Kernel(b.rt.program(name, src), "group")
 
