@@ -14,7 +14,7 @@ from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
 
-from ..format import Op, SubGraph
+from ..format import SubGraph
 from .builder import GraphBuilder, Val, const_val, mnn_dtype
 
 Handler = Callable[["GraphConverter", Any, list], Any]
@@ -342,7 +342,3 @@ class GraphConverter:
         self.root.subgraphs.append(sub)
         return sub, list(child.captured), [child.b.names[t] for t in outs]
 
-
-def op_input_names(op: Op, names: list[str]) -> list[str]:
-    """Tensor names an op reads (debug helper)."""
-    return [names[t] for t in op.inputIndexes or []]

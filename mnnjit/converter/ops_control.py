@@ -82,8 +82,6 @@ def if_(cv: GraphConverter, node, ins):
             "aliases_outputs": [{"data": [a, b]} for a, b in zip(outs_t, outs_e)]}
     outs = cv.b.op("If", [cv.idx(cond)] + [cv.idx(v) for v in vals], "IfParam", main,
                    node.output[0] or node.name, n_out=len(node.output))
-    shapes = [o.type for o in at["then_branch"].output]
-    del shapes
     return [cv.out(t) for t in outs]
 
 

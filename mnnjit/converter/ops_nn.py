@@ -616,7 +616,6 @@ def einsum(cv: GraphConverter, node, ins):
         raise cv.unsupported(f"equation {eq!r} (ellipsis)") from None
     if len(terms) != len(ins) or len(terms) > 2 or any(len(set(t)) != len(t) for t in terms + [out]):
         raise cv.unsupported(f"equation {eq!r}")
-    name = _name(node)
     vals = list(ins)
     ts, letters = [], []
     others = [set("".join(terms[:k] + terms[k + 1:])) for k in range(len(terms))]
@@ -646,7 +645,7 @@ def einsum(cv: GraphConverter, node, ins):
     right = [c for c in out if c in lb and c not in la]
     contract = [c for c in la if c in lb and c not in out]
 
-    def group(x, lets, order, tail_first=False):
+    def group(x, lets, order):
         perm = [lets.index(c) for c in order]
         return x if perm == list(range(len(perm))) else cv.b.permute(x, perm)
     a = group(a, la, batch + left + contract)
