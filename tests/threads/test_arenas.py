@@ -87,3 +87,24 @@ def test_workqueue_layer_takes_turns_instead_of_aborting(tmp_path):
                          capture_output=True, text=True, timeout=300)
     assert res.returncode == 0, res.stderr[-3000:]
     assert "layer workqueue" in res.stdout
+
+
+def test_graph_plans_run_on_copies_when_busy():
+    """A plan on the graph path (placeholders and values cached on nodes): a forward while its
+    graph is in use runs on a copy with placeholders of its own, sharing the constants."""
+    mod = load("convbn")
+    x = case_arrays("convbn")[0]
+    want = forward(mod, x)
+    plan = mod._last_plan
+    assert type(plan).__name__ == "ExecutionPlan" and not plan.lean
+    busy = plan._graphs.pop()           # as if another thread were running on it
+    np.testing.assert_array_equal(forward(mod, x)[0], want[0])
+    (copy,) = plan._graphs
+    assert copy is not busy
+    assert not {id(p) for p in copy.placeholders} & {id(p) for p in busy.placeholders}
+    from mnnjit.graph import topo_order
+    consts = lambda g: {id(n) for n in topo_order(g.outputs, stop_at_values=False) if n.op == "const"}  # noqa: E731
+    assert consts(copy) == consts(busy)                 # weights shared
+    assert all(p._value is None for p in copy.placeholders)   # the input is not kept
+    plan._graphs.append(busy)
+    np.testing.assert_array_equal(forward(mod, x)[0], want[0])
