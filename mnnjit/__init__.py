@@ -22,7 +22,13 @@ def version() -> str:
 _TOP_LEVEL_PROVIDERS = ("session", "imageprocess")
 
 
+#: Functions of mnnjit's own at the top level, by the module that defines them.
+_FUNCTIONS = {"warmup": "warmup", "prewarm": "warmup", "compile_status": "warmup"}
+
+
 def __getattr__(name: str) -> Any:
+    if name in _FUNCTIONS:
+        return getattr(importlib.import_module(f"{__name__}.{_FUNCTIONS[name]}"), name)
     if name in _SUBMODULES:
         return importlib.import_module(f"{__name__}.{name}")
     if not name.startswith("_"):

@@ -41,6 +41,9 @@ class OpenCLBackend(Backend):
     """Runs groups, ops and graphs through pyopencl on the device :mod:`.device` selects."""
 
     name = "opencl"
+    #: every static model graph is lowered here, convolutions or not: keeping a forward's data on
+    #: the device is what pays, and a model that chose OpenCL expects to run there
+    lowers_every_model = True
 
     @classmethod
     def unavailable_reason(cls) -> str | None:
