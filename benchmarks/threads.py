@@ -3,8 +3,8 @@
     PYTHONPATH=. python benchmarks/threads.py [--models mobilenetv2 convbn] [--threads 1 2 4]
                                               [--seconds 3] [--numba-threads N] [--json out.json]
 
-For each model and thread count T, T threads run forwards for ``--seconds`` (after a warm-up and
-a barrier) in three arrangements:
+For each model and thread count T, T threads run forwards (after a warm-up and a barrier) in three
+arrangements, alternating in ``--rounds`` rounds that share ``--seconds`` per arrangement:
 
 * ``shared``: all threads call one Module (each forward takes an activation arena of its own:
   the default);
@@ -13,7 +13,8 @@ a barrier) in three arrangements:
   kernel-step plan show "-");
 * ``clones``: each thread calls its own ``Module.clone()`` (sharing weights and compiled plans).
 
-Reported: forwards per second over all threads, and the median latency of one forward. Every
+Reported: forwards per second over all threads, and the median latency of one forward (medians
+over the rounds). Every
 thread checks its outputs against the single-threaded reference (a mismatch stops the run).
 ``--numba-threads``: Numba worker threads per forward (default: Numba's default, all cores).
 """
@@ -78,8 +79,9 @@ def _run(targets: list, x: list[np.ndarray], want: list[np.ndarray], seconds: fl
     return count / elapsed, statistics.median([s for v in lat for s in v])
 
 
-def bench(name: str, thread_counts: list[int], seconds: float, numba_threads: int | None) -> list[dict]:
-    """Rows of (model, arrangement, threads, forwards/s, median ms)."""
+def bench(name: str, thread_counts: list[int], seconds: float, numba_threads: int | None,
+          rounds: int = 5) -> list[dict]:
+    """Rows of (model, arrangement, threads, forwards/s, median ms): medians over ``rounds``."""
     import numba
     if numba_threads:
         numba.set_num_threads(numba_threads)
@@ -95,14 +97,23 @@ def bench(name: str, thread_counts: list[int], seconds: float, numba_threads: in
     kernel_steps = hasattr(plan, "max_arenas")
     rows = []
     for t in thread_counts:
+        kinds = ["shared", "clones"] + (["locked"] if kernel_steps else [])
+        clones = [mod.clone() for _ in range(t)]
+        got: dict = {k: [] for k in kinds}
+        # rounds alternate the arrangements (a shared machine's load drifts: each arrangement
+        # sees the same drift), each round runs every arrangement for seconds / rounds
+        for _ in range(rounds):
+            for kind in kinds:
+                if kernel_steps:
+                    plan.max_arenas = 1 if kind == "locked" else None
+                targets = clones if kind == "clones" else [mod] * t
+                got[kind].append(_run(targets, x, want, seconds / rounds, numba_threads))
         for kind in ("shared", "locked", "clones"):
-            if kind == "locked" and not kernel_steps:
+            if kind not in got:
                 rows.append({"model": name, "arrangement": kind, "threads": t, "fps": None, "ms": None})
                 continue
-            if kernel_steps:
-                plan.max_arenas = 1 if kind == "locked" else None
-            targets = [mod] * t if kind != "clones" else [mod.clone() for _ in range(t)]
-            fps, med = _run(targets, x, want, seconds, numba_threads)
+            fps = statistics.median(f for f, _ in got[kind])
+            med = statistics.median(m for _, m in got[kind])
             rows.append({"model": name, "arrangement": kind, "threads": t, "fps": round(fps, 1),
                          "ms": round(med * 1e3, 3)})
             print(f"{name:16s} {kind:7s} threads={t}: {fps:9.1f} forwards/s  median {med * 1e3:8.3f} ms",
@@ -118,7 +129,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--models", nargs="+", default=["mobilenetv2", "dynamic", "mlp"])
     ap.add_argument("--threads", nargs="+", type=int, default=[1, 2, 4])
-    ap.add_argument("--seconds", type=float, default=3.0)
+    ap.add_argument("--seconds", type=float, default=3.0, help="per arrangement and thread count")
+    ap.add_argument("--rounds", type=int, default=5, help="alternating rounds the seconds are split into")
     ap.add_argument("--numba-threads", type=int, default=None)
     ap.add_argument("--json", default=None, help="write the rows to this file")
     args = ap.parse_args()
@@ -127,7 +139,7 @@ def main() -> None:
           f"numba layer: {os.environ.get('NUMBA_THREADING_LAYER', 'default')}", flush=True)
     rows = []
     for name in args.models:
-        rows += bench(name, args.threads, args.seconds, args.numba_threads)
+        rows += bench(name, args.threads, args.seconds, args.numba_threads, args.rounds)
     if args.json:
         with open(args.json, "w") as fh:
             json.dump(rows, fh, indent=1)
