@@ -52,3 +52,24 @@ class Group:
         for d in self.shape:
             n *= d
         return n
+
+
+def collapse_axes(shape: list[int], strides: list[list[int]]) -> tuple[list[int], list[list[int]]]:
+    """A group's iteration space for a kernel: size-1 axes dropped and adjacent axes merged where
+    every operand's element ``strides`` allow it (the same rule on every backend)."""
+    keep = [k for k, d in enumerate(shape) if d != 1]
+    shp = [shape[k] for k in keep]
+    sts = [[s[k] for k in keep] for s in strides]
+    if not shp:
+        return [], [[] for _ in strides]
+    out_shp, out_sts = [shp[0]], [[s[0]] for s in sts]
+    for k in range(1, len(shp)):
+        if all(o[-1] == s[k] * shp[k] for o, s in zip(out_sts, sts)):
+            out_shp[-1] *= shp[k]
+            for o, s in zip(out_sts, sts):
+                o[-1] = s[k]
+        else:
+            out_shp.append(shp[k])
+            for o, s in zip(out_sts, sts):
+                o.append(s[k])
+    return out_shp, out_sts

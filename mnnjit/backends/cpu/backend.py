@@ -13,6 +13,7 @@ from typing import Any, Sequence
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
+from mnnjit.backends.ir import collapse_axes
 from mnnjit.backends.base import Backend
 from mnnjit.backends.cpu.codegen import groups as codegen
 from mnnjit.backends.cpu.runtime import jit
@@ -72,25 +73,7 @@ def _contig(shape: list[int]) -> list[int]:
     return st
 
 
-def _collapse(shape: list[int], strides: list[list[int]]) -> tuple[list[int], list[list[int]]]:
-    """Drop size-1 axes and merge adjacent axes where every operand's strides allow it."""
-    keep = [k for k, d in enumerate(shape) if d != 1]
-    shp = [shape[k] for k in keep]
-    sts = [[s[k] for k in keep] for s in strides]
-    if not shp:
-        return [], [[] for _ in strides]
-    out_shp = [shp[0]]
-    out_sts = [[s[0]] for s in sts]
-    for k in range(1, len(shp)):
-        if all(o[-1] == s[k] * shp[k] for o, s in zip(out_sts, sts)):
-            out_shp[-1] *= shp[k]
-            for o, s in zip(out_sts, sts):
-                o[-1] = s[k]
-        else:
-            out_shp.append(shp[k])
-            for o, s in zip(out_sts, sts):
-                o.append(s[k])
-    return out_shp, out_sts
+_collapse = collapse_axes
 
 
 def _blocks(outer: int, inner: int, threads: int) -> tuple[int, int]:

@@ -15,6 +15,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from mnnjit.backends.ir import collapse_axes
 from mnnjit.ops.conv_info import conv_params
 from mnnjit.ops.nn_resize import axis_taps
 from mnnjit.ops.elementwise import broadcast_shape
@@ -583,24 +584,7 @@ def _movement_ok(node: Any) -> None:
 
 
 # ---------------------------------------------------------------------------- fusion groups
-def _collapse(shape: list[int], strides: list[list[int]]) -> tuple[list[int], list[list[int]]]:
-    """Drop size-1 axes and merge adjacent axes where every operand's strides allow it."""
-    keep = [k for k, d in enumerate(shape) if d != 1]
-    shp = [shape[k] for k in keep]
-    sts = [[s[k] for k in keep] for s in strides]
-    if not shp:
-        return [], [[] for _ in strides]
-    out_shp, out_sts = [shp[0]], [[s[0]] for s in sts]
-    for k in range(1, len(shp)):
-        if all(o[-1] == s[k] * shp[k] for o, s in zip(out_sts, sts)):
-            out_shp[-1] *= shp[k]
-            for o, s in zip(out_sts, sts):
-                o[-1] = s[k]
-        else:
-            out_shp.append(shp[k])
-            for o, s in zip(out_sts, sts):
-                o.append(s[k])
-    return out_shp, out_sts
+_collapse = collapse_axes
 
 
 @dataclass
