@@ -6,7 +6,7 @@ so it compiles to an fp16-storage version (``np.float16`` arrays, passed to Numb
 against, and the kernel the fp32 backend may use.
 
 Activations are NCHW. The output storage dtype follows the input's (float16 in, float16 out).
-Convolutions are wrappers over :mod:`.conv_gemm` (the GEMM micro-kernel; weights given as a
+Convolutions are wrappers over :mod:`mnnjit.backends.cpu.gemm.conv` (the GEMM micro-kernel; weights given as a
 *weight source*, see :mod:`.quant`) and :mod:`.depthwise`; elementwise, pooling and global pooling
 kernels live here.
 
@@ -290,8 +290,8 @@ def conv2d(x: np.ndarray, weight, bias: Optional[np.ndarray], kernel: Tuple[int,
            stride=(1, 1), pads=(0, 0, 0, 0), dilation=(1, 1), group: int = 1,
            act: str = "") -> np.ndarray:
     """2-D convolution, NCHW, output storage = input storage (float16 or float32), on the GEMM
-    micro-kernel (:mod:`.conv_gemm`; weights packed on every call: kernel-step plans keep a
-    prepared :class:`.conv_gemm.ConvGemm` instead).
+    micro-kernel (:mod:`mnnjit.backends.cpu.gemm.conv`; weights packed on every call: kernel-step plans keep a
+    prepared :class:`mnnjit.backends.cpu.gemm.conv.ConvGemm` instead).
 
     ``weight`` is a weight source (:class:`.quant.DenseRows`, :class:`.quant.HalfRows`,
     :class:`.quant.QuantRows`) or a float32/float16 ``[O, C/group*kh*kw]`` array;

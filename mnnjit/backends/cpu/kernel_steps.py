@@ -1,16 +1,17 @@
-"""Run a CNN model's execution plan as a fixed list of Numba kernel calls on preallocated buffers.
+"""The CPU backend's graph lowering: a static graph (a model forward or an expression graph) as a fixed
+list of Numba kernel calls on preallocated buffers.
 
 :class:`NetPlan` walks an :class:`mnnjit.models.program.ExecutionPlan`'s graph once, for one input
 signature, mode and thread count, and turns every node into a step:
 
 * convolutions (``mnn_conv2d``, or ``conv2d`` with constant weights:
-  :func:`mnnjit.models.netcheck.conv_params`) -> :class:`.conv_gemm.ConvGemm` (the register-blocked
+  :func:`mnnjit.ops.conv_info.conv_params`) -> :class:`mnnjit.backends.cpu.gemm.conv.ConvGemm` (the register-blocked
   micro-kernel, bias and relu/relu6 fused; weights packed once as float32 panels, or kept as
   int8/4-bit codes under memory=low; 8-bit classifiers as a GEMV on the codes), depthwise ones ->
   :class:`.depthwise.Depthwise`, 3x3 stride-1 ones -> Winograd when :mod:`.winograd` says so;
   a 1x1 convolution and the 3x3 depthwise one it alone feeds -> :class:`.expand_dw.ExpandDepthwise`
   (step ``xdw``), a 3x3 stride-1 depthwise one and the 1x1 it alone feeds ->
-  :class:`.dw_pointwise.DepthwisePointwise` (step ``dwpw``, float32 plans), with the
+  :class:`.dw_pointwise.DepthwisePointwise` (step ``dwpw``; float32 or float16 activations, float or quantized weights), with the
   convolution producing the depthwise input inside it when only that reads it (MobileNetV2's
   stem: its 1.6 MB output is computed band by band and never stored), and so a whole inverted
   residual block whose expanded tensor is large (:data:`EXPANDED_FUSE_MIN_BYTES`);

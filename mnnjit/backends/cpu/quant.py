@@ -1,7 +1,7 @@
 """Weight sources for the CPU GEMM/conv kernels: fp32, fp16 storage, and quantized codes.
 
 A *weight source* is a ``[O, K]`` weight matrix (``K`` = C/group*kh*kw for a convolution) held
-in its memory form. The conv kernel (:func:`.fp16_kernels.conv2d`) reads it directly (fp32 rows
+in its memory form. The conv kernel (:func:`mnnjit.backends.cpu.cnn_steps.conv2d`) reads it directly (fp32 rows
 by pointer, fp16/int8/int4 rows widened or dequantized one row block at a time into a
 per-thread scratch buffer feeding sgemm); ``matmul(b)`` gives ``W @ b`` in float32 the same way
 (for MatMul/InnerProduct layers).
@@ -180,7 +180,7 @@ class QuantRows:
 
 @njit(fastmath=True, inline="always")
 def _qdot(cr, br, k0, k1):
-    c = cr[k0:k1]        # slices indexed from 0: see fp16_kernels._store_act on vectorisation
+    c = cr[k0:k1]        # slices indexed from 0: see cnn_steps._store_act on vectorisation
     x = br[k0:k1]
     acc = np.float32(0.0)
     for k in range(k1 - k0):

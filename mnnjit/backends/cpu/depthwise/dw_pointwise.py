@@ -6,17 +6,17 @@ the depthwise output (32x112x112 float32 in MobileNetV2: 1.6 MB) is written to L
 by the 1x1 convolution, whose 32 input rows are 50 KB apart. Here a task takes a band of output
 rows: the depthwise convolution of every channel over the band goes into a scratch block (rows
 of the band's pixels, each on a 64-byte line, together in L1/L2), and the micro-kernel
-(:mod:`.gemm_tile`) mixes the channels straight from it into the output, with the 1x1 layer's
-bias, activation and residual add in its registers (:func:`.conv_gemm._one_tile`).
+(:mod:`mnnjit.backends.cpu.gemm.tile`) mixes the channels straight from it into the output, with the 1x1 layer's
+bias, activation and residual add in its registers (:func:`mnnjit.backends.cpu.gemm.conv._one_tile`).
 
-The depthwise part is :func:`.depthwise_flat._s1_rows` on a copy of the band's input rows with a
+The depthwise part is :func:`mnnjit.backends.cpu.depthwise.flat._s1_rows` on a copy of the band's input rows with a
 zero row above and below where the plane ends (3x3, pads 1, stride 1, dilation 1).
 
 One kernel for every mode: float32 or float16 activations (``uint16`` bits; the band's depthwise
 output is then stored as half, as the two layers run apart would store it, and the micro-kernel
 widens it), float weight panels or quantized codes (memory=low: each task dequantizes the 1x1
 layer's and the producing convolution's panels into float32 scratch once, as
-:func:`.conv_gemm._k_conv_gemm` does).
+:func:`mnnjit.backends.cpu.gemm.conv._k_conv_gemm` does).
 
 The convolution producing the depthwise input can run inside too (``pre``): a stem (3x3 stride
 2 on the image) or the 1x1 expansion of an inverted residual block. Each band then computes its
@@ -240,7 +240,7 @@ def _k_dw_pw(x, pre, pre_src, pre_bias, dw_w, dw_b, dw_act, w_src, bias, out, re
     output of a convolution of ``x`` computed band by band (``pre`` = (1, Cs, Hs, Ws, kh, kw, sh,
     sw, pt, pl, dh, dw, act) and its weight source / padded bias ``pre_src`` / ``pre_bias``);
     ``w_src`` the 1x1 layer's weight source (:func:`_float_panels`: packed panels or quantized
-    codes) and ``bias`` its padded bias as in :func:`.conv_gemm._k_conv_gemm`. Storage: float32
+    codes) and ``bias`` its padded bias as in :func:`mnnjit.backends.cpu.gemm.conv._k_conv_gemm`. Storage: float32
     or uint16 half bits (``x``, ``out``, ``res`` alike). Tasks: (image, chunk of bands of ``R``
     rows)."""
     for task in prange(x.shape[0] * nchunk):
@@ -250,7 +250,7 @@ def _k_dw_pw(x, pre, pre_src, pre_bias, dw_w, dw_b, dw_act, w_src, bias, out, re
 
 class DepthwisePointwise:
     """A prepared :class:`.depthwise.Depthwise` (3x3, stride 1, pads 1) and the 1x1
-    :class:`.conv_gemm.ConvGemm` it feeds, as one kernel; ``run(x, out, res=None)``. The 1x1
+    :class:`mnnjit.backends.cpu.gemm.conv.ConvGemm` it feeds, as one kernel; ``run(x, out, res=None)``. The 1x1
     layer's activation is read at launch (a residual fold may set it after construction).
     Whether fusing pays: :func:`fusable`.
 
@@ -325,7 +325,7 @@ class DepthwisePointwise:
 
 
 def _weight_source(w, none: bool = False) -> tuple:
-    """A :class:`.conv_gemm.PackedWeights` as the kernel's weight source tuple (kind, panels,
+    """A :class:`mnnjit.backends.cpu.gemm.conv.PackedWeights` as the kernel's weight source tuple (kind, panels,
     codes8, codes4, scale, offset, block); ``none``: an unused one typed like ``w``'s."""
     if none:
         return (np.int64(0), np.zeros(1, np.float32), np.zeros((1, 1), np.int8),

@@ -3,14 +3,14 @@
 MobileNet-style blocks expand C channels to t*C with a 1x1 convolution and filter each of those
 channels with a depthwise one. Run apart, the expanded tensor (the block's largest: 96x112x112
 float32 is 4.8 MB) is written to memory and read back. Here a task computes the expansion one
-micro-kernel panel (:data:`.gemm_tile.MR` channels) at a time into a scratch of MR planes, which
+micro-kernel panel (:data:`mnnjit.backends.cpu.gemm.tile.MR` channels) at a time into a scratch of MR planes, which
 stays in L2, and runs the depthwise convolution of those channels straight from it. One parallel
 launch for both steps; the expanded tensor never exists.
 
 Tasks are (image, chunk of panels). Storage (float32 or float16 bits) and quantized weights are
-handled as in :mod:`.conv_gemm` (the expanded panel itself is float32 in both: half storage at
+handled as in :mod:`mnnjit.backends.cpu.gemm.conv` (the expanded panel itself is float32 in both: half storage at
 the layer's edges only); the depthwise part is one of the flat per-plane bodies of
-:mod:`.depthwise_flat` (3x3, pads 1, stride 1 or 2: the depthwise layers of MobileNets), the
+:mod:`mnnjit.backends.cpu.depthwise.flat` (3x3, pads 1, stride 1 or 2: the depthwise layers of MobileNets), the
 banded form for every plane size, so the kernel inlines two bodies only (with all six depthwise
 bodies it took 1-2 minutes to compile).
 
@@ -39,7 +39,7 @@ from mnnjit.backends.cpu.runtime.intrinsics import borrow
 __all__ = ["ExpandDepthwise"]
 
 #: the depthwise layers this kernel takes (:attr:`.depthwise.Depthwise.path`): 3x3, pads 1, the
-#: flat bodies of :mod:`.depthwise_flat`; other depthwise shapes run as two steps
+#: flat bodies of :mod:`mnnjit.backends.cpu.depthwise.flat`; other depthwise shapes run as two steps
 FUSABLE_PATHS = ("flat_s1", "flat_s2")
 
 #: when the expansion's input blocks are copied to contiguous rows (see ``ExpandDepthwise.packed``)
@@ -105,7 +105,7 @@ def _expand_panel_quarters(like, wp, q, q0, K, Q, Qs, L, front, bias, reg_act, a
                            ctile, xq):
     """mid[r] (r < MR) = act(row ``q*MR + r`` of the 1x1 convolution) on the quartered input
     ``xq`` (:func:`_quarter_plane`): quarter plane ``u`` of each row at ``u*L + front`` (the
-    layout of :func:`.depthwise_flat._s2_rows`: E = quarters 0-1, O = quarters 2-3, zeros in
+    layout of :func:`mnnjit.backends.cpu.depthwise.flat._s2_rows`: E = quarters 0-1, O = quarters 2-3, zeros in
     front); the tails of the quarters (packed in ``btq[u]``) through ``ctile``."""
     ap = wp[(q - q0) * K * MR:(q - q0 + 1) * K * MR]
     biasp = bias.ctypes.data + 4 * q * MR
@@ -155,7 +155,7 @@ def _dw_planes_s1_banded(mid, rows, buf, ml, mr, acc, dw_w, dw_b, c0, out2, o0, 
 @njit(cache=True)
 def _dw_planes_s2(mid, rows, A, B, ml, acc, dw_w, dw_b, c0, out2, o0, W, act):
     """out2[o0 + c0 + r] = the stride-2 depthwise convolution of plane ``mid[r]`` (r < rows),
-    for planes up to :data:`.depthwise_flat._S2_HALVES_MAX_W` wide."""
+    for planes up to :data:`mnnjit.backends.cpu.depthwise.flat._S2_HALVES_MAX_W` wide."""
     for r in range(rows):
         c = c0 + r
         _dw3_plane_s2(mid[r], A, B, ml, acc, dw_w[c], dw_b[c], out2[o0 + c], W, act)
@@ -264,7 +264,7 @@ def _xdw_task_quarters(x, xq_all, w, kind, codes8, codes4, scale, offset, bs, bi
     """:func:`_xdw_task` for a stride-2 depthwise layer on float32 storage: the input comes
     split into its quarter planes (``xq_all`` [N*K, 4*Qs], :func:`_quarter_plane`), so every
     expanded panel comes out split as the stride-2 stencil reads it and no expanded plane is
-    split (the split pass of :func:`.depthwise_flat._dw3_plane_s2` / ``_s2_split``)."""
+    split (the split pass of :func:`mnnjit.backends.cpu.depthwise.flat._dw3_plane_s2` / ``_s2_split``)."""
     N, K, H, W = x.shape
     O, OH, OW = out.shape[1], out.shape[2], out.shape[3]
     reg_act = act1 if act1 <= 2 else 0
@@ -311,7 +311,7 @@ def _xdw_task_quarters(x, xq_all, w, kind, codes8, codes4, scale, offset, bs, bi
 def _k_expand_dw(x, w, kind, codes8, codes4, scale, offset, bs, bias, act1,
                  dw_w, dw_b, out, act2, s2, nchunk, packed):
     """out = depthwise(act1(1x1 conv(x))) for x [N, K, H, W] and out [N, O, OH, OW] storage
-    arrays; the 1x1 weights as in :func:`.conv_gemm._k_conv_gemm` (bias padded to whole panels),
+    arrays; the 1x1 weights as in :func:`mnnjit.backends.cpu.gemm.conv._k_conv_gemm` (bias padded to whole panels),
     ``dw_w`` [O, 9] float32; the depthwise convolution is 3x3, pads 1, stride 2 if ``s2`` else 1.
     Tasks: (image, chunk of panels), each :func:`_xdw_task`."""
     for task in prange(x.shape[0] * nchunk):
@@ -340,7 +340,7 @@ def _k_expand_dw_quarters(x, w, kind, codes8, codes4, scale, offset, bs, bias, a
 
 
 class ExpandDepthwise:
-    """A prepared 1x1 :class:`.conv_gemm.ConvGemm` (stride 1, no padding, one group) followed by
+    """A prepared 1x1 :class:`mnnjit.backends.cpu.gemm.conv.ConvGemm` (stride 1, no padding, one group) followed by
     the :class:`.depthwise.Depthwise` it feeds, as one kernel; ``run(x, out)``."""
 
     def __init__(self, expand: ConvGemm, dw: Depthwise, threads: Optional[int] = None) -> None:

@@ -5,7 +5,7 @@ task; a channel overwrites only the interior), so every tap is in bounds and a w
 is one vectorisable loop over a flat index (3x3 written out for stride 1 and 2), small planes
 (7x7, 14x14) included. Rows are stored through the activation (float32 or float16 storage).
 Tasks are chunks of (image, channel) planes. 3x3 layers with pads 1 (stride 1; stride 2 on even
-planes) run the flat kernels of :mod:`.depthwise_flat` instead (``Depthwise.path``).
+planes) run the flat kernels of :mod:`mnnjit.backends.cpu.depthwise.flat` instead (``Depthwise.path``).
 
 This module imports numba: import it lazily.
 """
@@ -238,7 +238,7 @@ class Depthwise:
         self.args = (kh, kw, int(stride[0]), int(stride[1]), int(pads[0]), int(pads[2]),
                      int(dilation[0]), int(dilation[1]), _act_code(act))
         self.nchunk = max(1, min(N * C, 4 * (threads or get_num_threads())))
-        # "flat_s1" / "flat_s2" (:mod:`.depthwise_flat`) or "plane" (the kernels here)
+        # "flat_s1" / "flat_s2" (:mod:`mnnjit.backends.cpu.depthwise.flat`) or "plane" (the kernels here)
         self.path = choose_path(self.in_shape, self.out_shape, self.args,
                                 tuple(int(p) for p in pads))
 

@@ -1,4 +1,4 @@
-"""Convolutions as GEMMs on the register-blocked micro-kernel of :mod:`.gemm_tile`.
+"""Convolutions as GEMMs on the register-blocked micro-kernel of :mod:`mnnjit.backends.cpu.gemm.tile`.
 
 ``out[n, o, p] = act(sum_k W[o, k] * B[k, p] + bias[o])`` where ``B`` is the input itself for a
 1x1 stride-1 convolution (NCHW rows are the GEMM's rows: no packing) or an im2col block built
@@ -66,19 +66,19 @@ def _dispatch_col(stub, f32_kernel, f16_kernel) -> None:
 
 
 def _col(a, b, bp, ldb, cp, ldc, k, biasp, act):
-    """The one-column kernel (``gemm_tile.col_*``), typed like :func:`_tile` (no residual)."""
+    """The one-column kernel (``tile.col_*``), typed like :func:`_tile` (no residual)."""
 
 
 def _tile_r4(a, b, bp, ldb, cp, ldc, k, biasp, act, rp, ldr):
-    """The first 4 rows of a panel, 16 columns (``gemm_tile.tile16r4_*``), typed like :func:`_tile`."""
+    """The first 4 rows of a panel, 16 columns (``tile.tile16r4_*``), typed like :func:`_tile`."""
 
 
 def _tile_r2(a, b, bp, ldb, cp, ldc, k, biasp, act, rp, ldr):
-    """The first 2 rows of a panel, 16 columns (``gemm_tile.tile16r2_*``), typed like :func:`_tile`."""
+    """The first 2 rows of a panel, 16 columns (``tile.tile16r2_*``), typed like :func:`_tile`."""
 
 
 def _tile_pfb(a, b, bp, ldb, cp, ldc, k, biasp, act, rp, ldr):
-    """:func:`_tile` prefetching the next 16-column block of B (``gemm_tile.tile_pfb_*``)."""
+    """:func:`_tile` prefetching the next 16-column block of B (``tile.tile_pfb_*``)."""
 
 
 def _tile_to(a, b, c, bp, ldb, cp, ldc, k, biasp, act, rp, ldr):

@@ -14,12 +14,12 @@ block of output channels); each task
 1. gathers the a x a inputs of its tiles per input channel into ``D [a, a, tiles]`` (float32;
    fp16 storage widened on the fly, zero padding written explicitly) and transforms them into
    a scratch ``V [a*a, C, tiles]`` with two straight loops over tiles that LLVM vectorises,
-2. runs one micro-kernel GEMM per position (:func:`.conv_gemm.gemm_panels`, U[p] packed in panels
+2. runs one micro-kernel GEMM per position (:func:`mnnjit.backends.cpu.gemm.conv.gemm_panels`, U[p] packed in panels
    at load): ``M[p] = U[p] (Ob x C) @ V[p]``,
 3. transforms ``M`` back and writes bias + activation straight into the output rows
-   (narrowing to the output storage, via :func:`fp16_kernels._store_act`).
+   (narrowing to the output storage, via :func:`cnn_steps._store_act`).
 
-Activation codes as in :mod:`.fp16_kernels` (``""``, ``"relu"``, ``"relu6"``, ...). :func:`choose`
+Activation codes as in :mod:`mnnjit.backends.cpu.cnn_steps` (``""``, ``"relu"``, ``"relu6"``, ...). :func:`choose`
 picks F(4,3), F(2,3) or im2col from measurements (docs/DECISIONS.md).
 
 This module imports numba: import it lazily.
@@ -116,7 +116,7 @@ def transform_matrices(m: int) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
 class WinogradWeights:
     """Weights of a 3x3 convolution transformed for F(m, 3): per position ``p`` the ``O x C``
     matrix ``U[p]`` packed into micro-kernel panels (``u[p]``: ``ceil(O / MR)`` panels of
-    ``C x MR``, see :class:`.conv_gemm.PackedWeights`), float32 ``[a*a, npanel * C * MR]``."""
+    ``C x MR``, see :class:`mnnjit.backends.cpu.gemm.conv.PackedWeights`), float32 ``[a*a, npanel * C * MR]``."""
 
     def __init__(self, u: np.ndarray, m: int, out_channels: int, in_channels: int) -> None:
         self.u = u
@@ -627,7 +627,7 @@ def winograd_conv3x3(x: np.ndarray, wt: WinogradWeights, bias: Optional[np.ndarr
 def choose(C: int, O: int, H: int, W: int, threads: int) -> int:
     """Fastest method for a 3x3 stride-1 convolution of ``C -> O`` channels with an ``H x W``
     *output* at ``threads`` threads: 4 (F(4,3)), 2 (F(2,3)) or 0 (im2col + sgemm,
-    :func:`fp16_kernels.conv2d`). From benchmarks/winograd.py (numbers in benchmarks/RESULTS.md):
+    :func:`cnn_steps.conv2d`). From benchmarks/winograd.py (numbers in benchmarks/RESULTS.md):
 
     * with the per-position GEMMs on the micro-kernel (no call overhead, no packing) F(4,3) wins
       from ~12 tiles of 4x4 per image (outputs >= 13x13: ResNet-18's 56, 28 and 14), F(2,3)

@@ -70,7 +70,7 @@ def borrow(typingctx, a):
     data, shape and strides. Numba counts references to an array with atomic operations on every
     slice of it and every array passed into an inlined function; on a borrowed view (and on its
     slices) those are no-ops, as on the arrays a ``prange`` body receives. The caller keeps ``a``
-    alive (used after the view's last use, e.g. :func:`.fp16_kernels._keep_alive`), and a kernel
+    alive (used after the view's last use, e.g. :func:`mnnjit.backends.cpu.cnn_steps._keep_alive`), and a kernel
     never returns a borrowed view (boxed for Python it would own nothing)."""
     if not isinstance(a, types.Array):
         return None
