@@ -1,7 +1,7 @@
 """The CPU backend's graph lowering: a static graph (a model forward or an expression graph) as a fixed
 list of Numba kernel calls on preallocated buffers.
 
-:class:`NetPlan` walks an :class:`mnnjit.models.program.ExecutionPlan`'s graph once, for one input
+:class:`NetPlan` walks a :class:`mnnjit.backends.base.GraphIR` (from ``compiler.lower``) once, for one input
 signature, mode and thread count, and turns every node into a step:
 
 * convolutions (``mnn_conv2d``, or ``conv2d`` with constant weights:
