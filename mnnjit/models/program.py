@@ -282,7 +282,11 @@ class ExecutionPlan:
                 if self.__dict__.get("run") == self._warm:
                     self.run = self._fast  # type: ignore[method-assign]
                     compiled = self._compile_kernel(arrays)
-                    if compiled is not None:
+                    if compiled is False:
+                        # compiling in the background: stay warm, ask again after as many calls
+                        self._hot = _plan_kernel_calls()
+                        self.run = self._warm  # type: ignore[method-assign]
+                    elif compiled is not None:
                         self.run = compiled  # type: ignore[method-assign]
                         return compiled(arrays)
             finally:
@@ -290,7 +294,8 @@ class ExecutionPlan:
         return self._fast(arrays)
 
     def _compile_kernel(self, arrays: list[np.ndarray]):
-        """The plan as one compiled kernel (backends/cpu/codegen/whole_plan), or None."""
+        """The plan as one compiled kernel (backends/cpu/codegen/whole_plan), or None (declined), or
+        False (the backend is compiling it in the background)."""
         from .. import settings as config
         from ..backends import registry
         try:
@@ -299,6 +304,9 @@ class ExecutionPlan:
             return None
         run = backend.compile_step_list(self.steps, self.init, self.feed_slots, self.out_slots, self.order,
                                         check=self._fast, sample=arrays)
+        if run is False:  # the backend compiles it in the background: not declined
+            config.counters["plan_kernel_deferred"] += 1
+            return False
         config.counters["plan_kernels" if run is not None else "plan_kernel_declined"] += 1
         return run
 

@@ -44,7 +44,7 @@ MAX_MACS = 1 << 21
 NARROW = 16
 
 #: Part of every generated source: bump it when the generated code or the helpers it calls change.
-PLAN_KERNEL_VERSION = 4
+PLAN_KERNEL_VERSION = 5
 
 #: Constants in the blob start at multiples of this many elements (64-byte lines).
 _ALIGN = 16
@@ -140,6 +140,17 @@ class _Writer:
             self.emit(f"{name} = {arg}.reshape({size})")
         else:
             self.emit(f"{name} = np.empty({size}, np.float32)")
+        return name
+
+    def view(self, slot: int, src: str, start: int, size: int, whole: bool) -> str:
+        """Name ``slot``'s value as elements ``[start, start + size)`` of the flat array ``src``
+        (``whole``: all of it): a contiguous slice or reshape, no copy (an output that is a view
+        is copied into its argument at the end)."""
+        if whole:
+            self.names[slot] = src
+            return src
+        name = self.names[slot] = f"w{slot}"
+        self.emit(f"{name} = {src}[{start}:{start + size}]")
         return name
 
     def idx(self) -> str:
@@ -329,9 +340,202 @@ def _reshape(w: _Writer, node: Any, ins: tuple, out: int) -> None:
     w.names[out] = w.value(ins[0])
 
 
+def _contiguous_run(shape: Sequence[int], starts: Sequence[int], counts: Sequence[int],
+                    steps: Sequence[int]) -> int | None:
+    """The flat start of a box (per-axis start, count, step) of a C-order array of ``shape`` when
+    the box is one contiguous run of it, else None."""
+    n = len(shape)
+    # axes after the first one with more than one element must be taken whole
+    k = 0
+    while k < n and counts[k] == 1:
+        k += 1
+    for ax in range(k + 1, n):
+        if counts[ax] != shape[ax] or (counts[ax] > 1 and steps[ax] != 1):
+            return None
+    if k < n and counts[k] > 1 and steps[k] != 1:
+        return None
+    strides = _c_strides(shape)
+    return sum(int(st) * int(b) for st, b in zip(strides, starts))
+
+
+def _slice(w: _Writer, node: Any, ins: tuple, out: int) -> None:
+    x = node.inputs[0]
+    shape = [int(d) for d in x.shape]
+    attrs = node.attrs
+    if not (len(attrs["begin"]) == len(attrs["end"]) == len(attrs["step"]) == len(shape)):
+        raise _Unsupported("slice rank")
+    starts, steps, counts = [], [], []
+    for d, b, e, st in zip(shape, attrs["begin"], attrs["end"], attrs["step"]):
+        r = range(*slice(int(b), None if int(e) < 0 else int(e), int(st)).indices(d))
+        starts.append(r.start)
+        steps.append(r.step)
+        counts.append(len(r))
+    if tuple(counts) != tuple(int(d) for d in node.shape):
+        raise _Unsupported("slice extent")
+    if node.size == 0:
+        raise _Unsupported("empty slice")
+    xn = w.value(ins[0])
+    run = _contiguous_run(shape, starts, counts, steps)
+    if run is not None:
+        w.view(out, xn, run, int(node.size), node.size == x.size)
+        return
+    strides = _c_strides(shape)
+
+    def at(idx: list[str]) -> str:
+        terms = [str(sum(s0 * st for s0, st in zip(starts, strides)))]
+        terms += [f"{i} * {st * step}" for i, st, step, c in zip(idx, strides, steps, counts) if c > 1]
+        return " + ".join(terms)
+    _gather(w, node, ins, out, at)
+
+
+def _concat(w: _Writer, node: Any, ins: tuple, out: int) -> None:
+    shape = [int(d) for d in node.shape]
+    ax = int(node.attrs["axis"]) % len(shape)
+    outer = math.prod(shape[:ax])
+    row = math.prod(shape[ax:])
+    names = [w.value(s) for s in ins]
+    o = w.fresh(out, node.size)
+    off = 0
+    for nm, x in zip(names, node.inputs):
+        inner = math.prod(int(d) for d in x.shape[ax:]) if len(x.shape) == len(shape) else None
+        if inner is None:
+            raise _Unsupported("concat rank")
+        if inner == 0:
+            continue
+        p, r = w.idx(), w.idx()
+        if outer == 1:
+            w.emit(f"for {r} in range({inner}):")
+            w.emit(f"{o}[{off} + {r}] = {nm}[{r}]", 1)
+        else:
+            w.emit(f"for {p} in range({outer}):")
+            w.emit(f"for {r} in range({inner}):", 1)
+            w.emit(f"{o}[{p} * {row} + {off} + {r}] = {nm}[{p} * {inner} + {r}]", 2)
+        off += inner
+
+
+def _take(w: _Writer, node: Any, ins: tuple, out: int) -> None:
+    x, ind = node.inputs
+    idx = w.init[ins[1]]
+    if idx is None or np.asarray(idx).dtype.kind not in "iu" or np.asarray(idx).size > 64:
+        raise _Unsupported("gather with computed or many indices")
+    shape = [int(d) for d in x.shape]
+    ax = int(node.attrs["axis"]) % len(shape)
+    n = shape[ax]
+    picks = [int(i) for i in np.asarray(idx).reshape(-1)]
+    if any(not -n <= i < n for i in picks):
+        raise _Unsupported("index out of range (the reference raises)")
+    picks = [i % n for i in picks]
+    outer, inner = math.prod(shape[:ax]), math.prod(shape[ax + 1:])
+    xn = w.value(ins[0])
+    if outer == 1 and len(picks) == 1:
+        w.view(out, xn, picks[0] * inner, inner, n == 1)
+        return
+    o = w.fresh(out, node.size)
+    p, r = w.idx(), w.idx()
+    for k, pick in enumerate(picks):
+        w.emit(f"for {p} in range({outer}):")
+        w.emit(f"for {r} in range({inner}):", 1)
+        w.emit(f"{o}[({p} * {len(picks)} + {k}) * {inner} + {r}] = {xn}[({p} * {n} + {pick}) * {inner} + {r}]", 2)
+
+
+def _layer_norm(w: _Writer, node: Any, ins: tuple, out: int) -> None:
+    x = node.inputs[0]
+    attrs = node.attrs
+    shape = [int(d) for d in x.shape]
+    axes = sorted(int(a) % len(shape) for a in attrs["axes"])
+    if attrs.get("group", 1) != 1 or axes != list(range(len(shape) - len(axes), len(shape))) or not axes:
+        raise _Unsupported("layer norm over other than the trailing axes")
+    inner = math.prod(shape[len(shape) - len(axes):])
+    outer = math.prod(shape[:len(shape) - len(axes)])
+    if inner == 0 or outer == 0:
+        raise _Unsupported("empty layer norm")
+    tail = tuple(shape[len(shape) - len(axes):])
+    params = []
+    for k in (1, 2):
+        if len(node.inputs) > k:
+            pnode = node.inputs[k]
+            if np.broadcast_shapes(tuple(pnode.shape), tail) != tail or len(pnode.shape) > len(tail):
+                raise _Unsupported("layer norm parameter shape")
+            val = w.init[ins[k]]
+            if val is None:
+                raise _Unsupported("computed layer norm parameter")
+            params.append(w.const(np.broadcast_to(np.asarray(val, F32), tail)))
+        else:
+            params.append(None)
+    eps = _literal(float(np.float32(attrs.get("eps", 1e-5))))
+    xn = w.value(ins[0])
+    o = w.fresh(out, node.size)
+    p, r = w.idx(), w.idx()
+    rms = bool(attrs.get("rms", False))
+    # the reference's float32 arithmetic: mean, then the mean square of the deviations (or of x)
+    w.emit(f"for {p} in range({outer}):")
+    w.emit(f"base = {p} * {inner}", 1)
+    if not rms:
+        w.emit("acc = np.float32(0)", 1)
+        w.emit(f"for {r} in range({inner}):", 1)
+        w.emit(f"acc += {xn}[base + {r}]", 2)
+        w.emit(f"mean = np.float32(acc / np.float32({inner}))", 1)
+    else:
+        w.emit("mean = np.float32(0)", 1)
+    w.emit("acc = np.float32(0)", 1)
+    w.emit(f"for {r} in range({inner}):", 1)
+    w.emit(f"d = {xn}[base + {r}] - mean", 2)
+    w.emit("acc += d * d", 2)
+    w.emit(f"inv = np.float32(1) / np.float32(math.sqrt(np.float32(acc / np.float32({inner})) + np.float32({eps})))", 1)
+    w.emit(f"for {r} in range({inner}):", 1)
+    y = f"({xn}[base + {r}] - mean) * inv"
+    if params[0] is not None:
+        y = f"{y} * {params[0]}[{r}]"
+    if params[1] is not None:
+        y = f"{y} + {params[1]}[{r}]"
+    w.emit(f"{o}[base + {r}] = {y}", 2)
+
+
+def _batched_matmul(w: _Writer, node: Any, ins: tuple, out: int) -> None:
+    """``np.matmul`` of two float32 operands of 2 or more axes (batch axes broadcast)."""
+    a, b = node.inputs[0], node.inputs[1]
+    if len(a.shape) < 2 or len(b.shape) < 2:
+        raise _Unsupported("matmul of vectors")
+    m, k = int(a.shape[-2]), int(a.shape[-1])
+    n = int(b.shape[-1])
+    if int(b.shape[-2]) != k or tuple(node.shape[-2:]) != (m, n):
+        raise _Unsupported("matmul shapes")
+    batch = [int(d) for d in node.shape[:-2]]
+    nb = math.prod(batch)
+    if nb * m * n * k > MAX_MACS or nb == 0:
+        raise _Unsupported("large matmul")
+    an, bn = w.value(ins[0]), w.value(ins[1])
+    o = w.fresh(out, node.size)
+    bi = w.idx()
+    idx = []
+    # per-axis batch indices from the flat batch index (unrolled divisions by constants)
+    w.emit(f"for {bi} in range({nb}):")
+    rest = bi
+    for ax, d in enumerate(batch):
+        inner = math.prod(batch[ax + 1:])
+        name = w.idx()
+        w.emit(f"{name} = ({rest} // {inner}) % {d}", 1)
+        idx.append(name)
+    a_off = _bcast_index(tuple(a.shape[:-2]), tuple(batch), idx) if batch else "0"
+    b_off = _bcast_index(tuple(b.shape[:-2]), tuple(batch), idx) if batch else "0"
+    w.emit(f"ao = ({a_off}) * {m * k}", 1)
+    w.emit(f"bo = ({b_off}) * {k * n}", 1)
+    w.emit(f"oo = {bi} * {m * n}", 1)
+    i, kk, j = w.idx(), w.idx(), w.idx()
+    w.emit(f"for {i} in range({m}):", 1)
+    w.emit(f"row = oo + {i} * {n}", 2)
+    w.emit(f"for {j} in range({n}):", 2)
+    w.emit(f"{o}[row + {j}] = np.float32(0)", 3)
+    w.emit(f"for {kk} in range({k}):", 2)
+    w.emit(f"s0 = {an}[ao + {i} * {k} + {kk}]", 3)
+    w.emit(f"for {j} in range({n}):", 3)
+    w.emit(f"{o}[row + {j}] += s0 * {bn}[bo + {kk} * {n} + {j}]", 4)
+
+
 _WRITERS: dict[str, Callable[[_Writer, Any, tuple, int], None]] = {
     "matmul_ex": _matmul, "softmax": _softmax, "transpose": _transpose,
-    "broadcast_to": _broadcast_to, "reshape": _reshape,
+    "broadcast_to": _broadcast_to, "reshape": _reshape, "slice": _slice, "concat": _concat,
+    "take": _take, "layer_norm": _layer_norm, "matmul": _batched_matmul,
 }
 
 _HEADER = '''# mnnjit generated plan kernel (codegen v{version}, plan kernel v{plan_version})
@@ -365,7 +569,9 @@ def plan_source(steps: list, init: list, feed_slots: list, out_slots: list, orde
             feeds.append(slot)
         for _, _, ins, out, _, _ in steps:
             node = order[out]
-            if not _f32(node) or any(not _f32(i) for i in node.inputs[:2]):
+            # (a gather's indices are integers; every other input is float32)
+            data = node.inputs[:1] if node.op == "take" else node.inputs
+            if not _f32(node) or any(not _f32(i) for i in data):
                 return None
             writer = _WRITERS.get(node.op)
             if writer is None:
@@ -376,9 +582,8 @@ def plan_source(steps: list, init: list, feed_slots: list, out_slots: list, orde
             writer(w, node, ins, out)
         if any(s in feeds or w.init[s] is not None or s not in w.names for s in out_slots):
             return None  # an output that is an input or a constant: the numpy function returns it as is
-        if len(set(w.names[s] for s in out_slots)) != len(out_slots) or any(
-                not w.names[s].startswith("v") for s in out_slots):
-            return None  # two outputs on one array, or one on an input or the constants' blob
+        if len(set(out_slots)) != len(out_slots):
+            return None  # one value as two outputs: the numpy function returns one array twice
     except _Unsupported:
         return None
     # outputs are computed in the caller's fresh arrays ``o{k}`` (returning a new array from the
@@ -409,9 +614,10 @@ def plan_source(steps: list, init: list, feed_slots: list, out_slots: list, orde
 
 def compile_plan(steps: list, init: list, feed_slots: list, out_slots: list, order: list,
                  check: Callable[[list[np.ndarray]], list[np.ndarray]] | None = None,
-                 sample: list[np.ndarray] | None = None) -> Callable[[list[np.ndarray]], list[np.ndarray]] | None:
+                 sample: list[np.ndarray] | None = None) -> Callable[[list[np.ndarray]], list[np.ndarray]] | None | bool:
     """``run(arrays) -> list of arrays`` computing the plan in one compiled kernel, or None when the
-    plan is outside this tier or its kernel does not compile (the caller keeps its own function).
+    plan is outside this tier or its kernel does not compile (the caller keeps its own function),
+    or False while the kernel compiles in the background (the caller asks again later).
     With ``check`` and ``sample``, the kernel's first result on ``sample`` must match ``check``'s
     (a self-test against the numpy function; a mismatch keeps the numpy function)."""
     made = plan_source(steps, init, feed_slots, out_slots, order)
@@ -428,7 +634,9 @@ def compile_plan(steps: list, init: list, feed_slots: list, out_slots: list, ord
     if sample is not None:
         outs = [np.empty(shape, F32) for shape in shapes]
         if kernel(*[sample[k] for k in used], blob, *outs) is jit.BROKEN:
-            return None
+            # compiling in the background (MNNJIT_COMPILE=background): False asks the caller
+            # to come back later; None (it cannot be compiled) keeps the numpy function for good
+            return False if kernel.disp is not None else None
         if check is not None:
             want = check(sample)
             for g, e in zip(outs, want):
