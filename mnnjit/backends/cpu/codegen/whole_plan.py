@@ -44,7 +44,7 @@ MAX_MACS = 1 << 21
 NARROW = 16
 
 #: Part of every generated source: bump it when the generated code or the helpers it calls change.
-PLAN_KERNEL_VERSION = 5
+PLAN_KERNEL_VERSION = 6
 
 #: Constants in the blob start at multiples of this many elements (64-byte lines).
 _ALIGN = 16
@@ -56,6 +56,10 @@ _NAN_SAFE = {
     "relu": "{0} if not ({0} < np.float32(0)) else np.float32(0)",
     "relu6": "({0} if not ({0} < np.float32(0)) else np.float32(0)) if not ({0} > np.float32(6)) else np.float32(6)",
 }
+
+
+#: Vectorisable forms of templates that call libm, defined in the kernel's module (``_HEADER``).
+_VECTOR = {"tanh": "tanhf({0})"}
 
 
 class _Unsupported(Exception):
@@ -104,6 +108,8 @@ class _Writer:
         #: Output slots computed straight in their argument (no copy at the end).
         self.in_place: set[int] = set()
         self.loop = 0
+        #: Elements of the per-call workspace holding every step's value that is not an output.
+        self.ws_size = 0
 
     def emit(self, line: str, depth: int = 0) -> None:
         """Add a line to the kernel body at loop depth ``depth``."""
@@ -139,7 +145,10 @@ class _Writer:
             self.in_place.add(slot)
             self.emit(f"{name} = {arg}.reshape({size})")
         else:
-            self.emit(f"{name} = np.empty({size}, np.float32)")
+            # a piece of the one workspace allocated per call (see ``plan_source``)
+            off = self.ws_size
+            self.ws_size = off + (size + _ALIGN - 1) // _ALIGN * _ALIGN
+            self.emit(f"{name} = ws[{off}:{off + size}]")
         return name
 
     def view(self, slot: int, src: str, start: int, size: int, whole: bool) -> str:
@@ -304,7 +313,7 @@ def _elementwise(w: _Writer, node: Any, ins: tuple, out: int) -> None:
     args = [f"a{k}" for k in range(len(loads))]
     for a, load in zip(args, loads):
         w.emit(f"{a} = {load}", depth)
-    fast = _NAN_SAFE.get(op) or _FAST.get((op, "float32"))
+    fast = _NAN_SAFE.get(op) or _VECTOR.get(op) or _FAST.get((op, "float32"))
     expr = fast.format(*args) if fast is not None else instantiate(op, args, params)
     w.emit(f"{o}[{at}] = np.float32({expr})", depth)
 
@@ -545,6 +554,21 @@ import numba
 from mnnjit.backends.cpu.runtime.intrinsics import borrow, dot_f32, fast_expf
 
 
+@numba.njit(inline="always", cache=True)
+def tanhf(x):
+    # float32 tanh without a libm call (which keeps a loop scalar): an odd polynomial near 0, where
+    # (1 - e) / (1 + e) with e = exp(-2|x|) cancels; within a few float32 ulps of np.tanh
+    a = abs(np.float32(x))
+    z = a * a
+    p = a + a * z * (np.float32(-1.0 / 3.0) + z * (np.float32(2.0 / 15.0) + z * (np.float32(-17.0 / 315.0)
+                                                                                  + z * np.float32(62.0 / 2835.0))))
+    e = fast_expf(np.float32(-2.0) * a)
+    r = (np.float32(1.0) - e) / (np.float32(1.0) + e)
+    t = p if a < np.float32(0.125) else r
+    t = t if a == a else a
+    return -t if x < np.float32(0) else t
+
+
 @numba.njit(cache=True, error_model="numpy", nogil=True, boundscheck=False)
 def kernel({args}):
 '''
@@ -596,12 +620,17 @@ def plan_source(steps: list, init: list, feed_slots: list, out_slots: list, orde
         w.emit(f"o{k}f = o{k}.reshape({size})")
         w.emit(f"for i in range({size}):")
         w.emit(f"o{k}f[i] = {w.names[s]}[i]", 1)
-    w.emit("return 0")
+    # (the workspace's last use: Numba frees an array after its last use, and its borrowed
+    # view ``ws`` does not count as one)
+    w.emit("return wsa.shape[0]")
     names = ([f"x{k}" for k, s in enumerate(feed_slots) if s is not None] + ["blob"]
              + [f"o{k}" for k in range(len(out_slots))])
     # the inputs and the blob as borrowed views (intrinsics.borrow: no atomic reference counts on
     # their slices; the caller holds them, and no output is a view of them: checked above)
     borrowed = [f"    {a} = borrow({a})" for a in names]
+    # every intermediate value in one allocation per call (its pieces are borrowed slices: no
+    # allocation or reference counting per step), fresh per call so that threads may share a plan
+    borrowed += [f"    wsa = np.empty({max(w.ws_size, 1)}, np.float32)", "    ws = borrow(wsa)"]
     source = (_HEADER.format(version=CODEGEN_VERSION, plan_version=PLAN_KERNEL_VERSION,
                              args=", ".join(names)) + "\n".join(borrowed + w.head + w.lines) + "\n")
     blob = np.zeros(max(w.blob_size, 1), F32)
