@@ -1,29 +1,32 @@
-"""Precision/memory modes on the CPU: kernel-level and model-level numbers.
+"""Precision/memory modes on the CPU: model-level, per-layer and kernel-level numbers.
 
-Kernel level (one process): fp16-storage vs fp32 versions of the same Numba kernels
-(elementwise, depthwise conv, 1x1 and 3x3 conv); quantized GEMM strategies (dequantize a row
-block into scratch feeding BLAS vs dynamic int8 activations with int8 x int8 -> int32) vs fp32.
+Model level (one fresh process per mode): MobileNetV2, ResNet-18 (a float model and its 8-bit
+weight-quantized conversion, ``--weightQuantBits 8``) and a transformer encoder block
+(:data:`TRANSFORMER`) through ``mnnjit.nn`` in three modes - fp32 (precision/memory normal on the
+float model), precision low (the float model) and memory low (the quantized model; its
+memory-normal run, weights dequantized at load, is reported too) - at 1 and 2 threads: latency
+(median per forward, and CPU time), activation and weight bytes of the plan, peak RSS, the
+largest difference from the model's float reference output; and real MNN in the same mode
+(``--mnn``, when installed).
 
-Model level (one fresh process per mode): MobileNetV2 and ResNet-18 (a float model and its
-8-bit weight-quantized conversion, ``--weightQuantBits 8``) through ``mnnjit.nn`` (NetPlan) in
-three modes - fp32 (precision/memory normal on the float model), precision low (the float
-model) and memory low (the quantized model; its memory-normal run, weights dequantized at
-load, is reported too) - at 1 and 2 threads: latency, activation and weight bytes of the plan,
-the first forward's time (``--cold``: each process on an empty kernel cache, i.e. the mode's
-cold compile), the largest difference from the model's float reference output; and real MNN
-3.6.1 in the same mode (``--mnn``, when installed).
+``--layers T``: every step of the CNNs' kernel-step plans timed in fp32, precision low and
+memory low at T threads (:meth:`NetPlan.profile`, one process per mode), with the per-layer
+choices each plan made (:func:`mnnjit.backends.cpu.weights.plan_choices`). ``--cold``: each model and mode once on an
+empty kernel cache (the cold-start compile: the first forward). ``--kernels``: fp16-storage vs
+fp32 versions of single kernels, and quantized GEMM strategies.
 
 The machine is shared: every (model, threads) point runs its modes one process each,
 alternating, ``--rounds`` times; latencies are the median over rounds of each process's median
 and minimum; ratios are against fp32 of the same round set. MNNJIT_COMPILE=sync is set for the
-children. Run: PYTHONPATH=. python benchmarks/precision.py [--quick] [--json out.json]
+children. Run under ``flock /tmp/mnnjit-bench.lock``:
+``PYTHONPATH=. python benchmarks/precision.py [--quick] [--layers 1] [--cold] [--json out.json]``
+(default output: ``benchmarks/results/precision_modes.json``).
 """
 from __future__ import annotations
 
 import argparse
 import json
 import os
-import resource
 import subprocess
 import sys
 import time
@@ -133,39 +136,67 @@ def kernel_bench(reps: int) -> List[dict]:
     return rows
 
 
+#: the transformer block of the model table: d_model, heads, sequence length, feed-forward width
+TRANSFORMER = dict(d=256, heads=4, seq=128, ff=1024)
+
+
 def _model_files(model: str, workdir: Path) -> tuple:
-    """(.mnn path, input array, float reference output or None) of a benchmark model: the shared
-    MobileNetV2 fixtures, or ResNet-18 built by the tests' fixture helper (``_wq8``: converted
-    with 8-bit weight quantization)."""
+    """(.mnn path, input array, float reference output or None, input name, output name) of a
+    benchmark model: the shared MobileNetV2 fixtures, or ResNet-18 / a transformer encoder block
+    built by the tests' fixture helpers and converted by real MNN's converter (``_wq8``: with
+    8-bit weight quantization)."""
     if model.startswith("mobilenetv2"):
         data = np.load(MODELS / f"{model}.npz")
-        return str(MODELS / f"{model}.mnn"), data["in0_x"], data["out0_logits"]
+        return str(MODELS / f"{model}.mnn"), data["in0_x"], data["out0_logits"], "x", "logits"
     workdir.mkdir(parents=True, exist_ok=True)
     sys.path[:0] = [str(ROOT / "tests" / "models"), str(ROOT / "tests")]
-    from mnnjit_models_fixtures import convert, resnet18_onnx
-    onnx_path = workdir / "resnet18.onnx"
+    from mnnjit_models_fixtures import convert, resnet18_onnx, transformer_onnx
+    base = model[:-4] if model.endswith("_wq8") else model
+    onnx_path = workdir / f"{base}.onnx"
     mnn_path = workdir / f"{model}.mnn"
-    if not onnx_path.exists():
-        resnet18_onnx(str(onnx_path), width=64, size=224, classes=1000, seed=0)
+    if base == "resnet18":
+        if not onnx_path.exists():
+            resnet18_onnx(str(onnx_path), width=64, size=224, classes=1000, seed=0)
+        shape, names = (1, 3, 224, 224), ("x", "logits")
+    elif base == "transformer":
+        if not onnx_path.exists():
+            transformer_onnx(str(onnx_path), **TRANSFORMER)
+        shape, names = (1, TRANSFORMER["seq"], TRANSFORMER["d"]), ("x", "y")
+    else:
+        raise ValueError(f"unknown benchmark model {model!r}")
     if not mnn_path.exists():
         flags = ("--weightQuantBits", "8") if model.endswith("_wq8") else ()
         convert(str(onnx_path), str(mnn_path), *flags)
-    x = np.random.default_rng(0).standard_normal((1, 3, 224, 224)).astype(np.float32)
-    return str(mnn_path), x, None
+    x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
+    return (str(mnn_path), x, None) + names
+
+
+def _load(model: str, p: int, m: int, threads: int):
+    """(module, input Var, float reference or None) of a benchmark model in one mode."""
+    import mnnjit.expr as F
+    import mnnjit.nn as nn
+    path, x, ref, iname, oname = _model_files(
+        model, Path(os.environ.get("MNNJIT_BENCH_WORKDIR", "/tmp/mnnjit-bench")))
+    rt = nn.create_runtime_manager(({"precision": p, "memory": m, "numThread": threads},))
+    mod = nn.load_module_from_file(path, [iname], [oname], runtime_manager=rt)
+    return mod, F.const(x, list(x.shape), F.NCHW), ref
+
+
+def _choices(plan) -> list:
+    """The plan's per-layer storage / compute / weight choices (kernel-step plans), else []."""
+    if not hasattr(plan, "steps"):
+        return []
+    from mnnjit.backends.cpu.weights import plan_choices
+    return [list(c) for c in plan_choices(plan)]
 
 
 def model_child(model: str, p: int, m: int, reps: int, impl: str = "runner") -> dict:
     """Run in a fresh process: one model in one mode through ``mnnjit.nn`` (the model runner:
-    every mode, fp32 included, runs the same kernel-step plan, NetPlan)."""
-    import mnnjit.expr as F
-    import mnnjit.nn as nn
-    path, x, ref = _model_files(model, Path(os.environ.get("MNNJIT_BENCH_WORKDIR", "/tmp/mnnjit-bench")))
-    import mnnjit.backends.cpu.cnn_steps  # noqa: F401  (numba, llvm loaded before baseline)
+    every mode, fp32 included, runs the same kernel-step plan, NetPlan, for CNNs)."""
+    import mnnjit.backends.cpu.cnn_steps  # noqa: F401  (numba, llvm loaded before the baseline)
     rss0 = vm_hwm_mb()
     threads = int(os.environ.get("MNNJIT_BENCH_THREADS", "0") or 0) or 2
-    rt = nn.create_runtime_manager(({"precision": p, "memory": m, "numThread": threads},))
-    mod = nn.load_module_from_file(path, ["x"], ["logits"], runtime_manager=rt)
-    xv = F.const(x, list(x.shape), F.NCHW)
+    mod, xv, ref = _load(model, p, m, threads)
     t0 = time.perf_counter()
     y = np.asarray(mod.forward(xv).read())
     first = time.perf_counter() - t0
@@ -173,6 +204,7 @@ def model_child(model: str, p: int, m: int, reps: int, impl: str = "runner") -> 
     t = timeit(lambda: mod.forward(xv).read(), reps)
     plan = mod._last_plan
     return {"model": model, "precision": p, "memory": m, "impl": f"mnnjit-{impl}", **t,
+            "plan": type(plan).__name__,
             "first_call_s": round(first, 2), "peak_rss_mb": vm_hwm_mb(),
             "rss_growth_mb": vm_hwm_mb() - rss0, "rss_after_first_mb": rss_loaded - rss0,
             "weight_mb": (plan.weight_nbytes / 2 ** 20) if hasattr(plan, "weight_nbytes") else None,
@@ -181,15 +213,35 @@ def model_child(model: str, p: int, m: int, reps: int, impl: str = "runner") -> 
             "max_abs_err": None if ref is None else float(np.abs(y.reshape(ref.shape) - ref).max())}
 
 
+def layers_child(model: str, p: int, m: int, reps: int) -> dict:
+    """Run in a fresh process: per-step times of a model's kernel-step plan in one mode
+    (:meth:`NetPlan.profile`: each step repeated on one forward's values; the median of
+    ``reps`` rounds of each step's best of 5) and the plan's per-layer choices."""
+    threads = int(os.environ.get("MNNJIT_BENCH_THREADS", "0") or 0) or 2
+    mod, xv, _ = _load(model, p, m, threads)
+    for _ in range(3):
+        mod.forward(xv).read()
+    plan = mod._last_plan
+    if not hasattr(plan, "profile"):
+        return {"model": model, "precision": p, "memory": m, "steps": [], "choices": []}
+    x = np.asarray(xv.read(), np.float32)
+    runs = [plan.profile([x], repeat=5) for _ in range(max(1, reps))]
+    steps = [[k, d, round(1e3 * float(np.median([r[i][2] for r in runs])), 4)]
+             for i, (k, d, _) in enumerate(runs[0])]
+    return {"model": model, "precision": p, "memory": m, "steps": steps,
+            "choices": _choices(plan)}
+
+
 def mnn_child(model: str, p: int, m: int, reps: int) -> dict:
     """Run in a fresh process: real MNN, same model and mode."""
     import MNN
-    path, x, ref = _model_files(model, Path(os.environ.get("MNNJIT_BENCH_WORKDIR", "/tmp/mnnjit-bench")))
+    path, x, ref, iname, oname = _model_files(
+        model, Path(os.environ.get("MNNJIT_BENCH_WORKDIR", "/tmp/mnnjit-bench")))
     rss0 = vm_hwm_mb()
     threads = int(os.environ.get("MNNJIT_BENCH_THREADS", "0") or 0) or 2
     rt = MNN.nn.create_runtime_manager(({"backend": 0, "precision": p, "memory": m,
                                          "numThread": threads},))
-    net = MNN.nn.load_module_from_file(path, ["x"], ["logits"], runtime_manager=rt)
+    net = MNN.nn.load_module_from_file(path, [iname], [oname], runtime_manager=rt)
     inp = MNN.expr.const(x, list(x.shape), MNN.expr.NCHW)
 
     def run():
@@ -202,14 +254,22 @@ def mnn_child(model: str, p: int, m: int, reps: int) -> dict:
             "max_abs_err": None if ref is None else float(np.abs(y.reshape(ref.shape) - ref).max())}
 
 
-def run_child(kind: str, model: str, p: int, m: int, reps: int) -> dict:
-    """Spawn this script in child mode and parse its JSON line."""
+def run_child(kind: str, model: str, p: int, m: int, reps: int, cold: bool = False) -> dict:
+    """Spawn this script in child mode and parse its JSON line (``cold``: on an empty kernel
+    cache, removed afterwards)."""
     cmd = [sys.executable, __file__, "--child", kind, model, str(p), str(m), str(reps)]
     env = dict(os.environ, PYTHONPATH=str(ROOT), MNNJIT_COMPILE="sync")
-    if os.environ.get("MNNJIT_BENCH_COLD"):
+    tmp = None
+    if cold or os.environ.get("MNNJIT_BENCH_COLD"):
         import tempfile
-        env["MNNJIT_CACHE_DIR"] = tempfile.mkdtemp(prefix="mnnjit-cold-")
-    out = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT)
+        tmp = tempfile.mkdtemp(prefix="mnnjit-cold-")
+        env["MNNJIT_CACHE_DIR"] = tmp
+    try:
+        out = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT)
+    finally:
+        if tmp is not None:
+            import shutil
+            shutil.rmtree(tmp, ignore_errors=True)
     for line in out.stdout.splitlines()[::-1]:
         if line.startswith("{"):
             return json.loads(line)
@@ -248,7 +308,12 @@ def model_table(models: List[str], threads: List[int], rounds: int, reps: int,
                 row = {"model": model, "threads": th, "mode": label, "med_ms": round(med, 3),
                        "min_ms": round(float(np.median([r["min_ms"] for r in ok])), 3),
                        "speed_vs_fp32": round(base / med, 3),
-                       "act_mb": round(ok[0]["act_mb"], 3), "weight_mb": round(ok[0]["weight_mb"], 3),
+                       "act_mb": None if ok[0]["act_mb"] is None else round(ok[0]["act_mb"], 3),
+                       "weight_mb": None if ok[0]["weight_mb"] is None
+                       else round(ok[0]["weight_mb"], 3),
+                       "cpu_ms": round(float(np.median([r["cpu_ms"] for r in ok])), 3),
+                       "peak_rss_mb": round(float(np.median([r["peak_rss_mb"] for r in ok])), 1),
+                       "plan": ok[0].get("plan"),
                        "first_call_s": float(np.median([r["first_call_s"] for r in ok])),
                        "max_abs_err": ok[0]["max_abs_err"]}
                 mk = [r for r in mnn[label] if "med_ms" in r]
@@ -259,22 +324,71 @@ def model_table(models: List[str], threads: List[int], rounds: int, reps: int,
     return rows
 
 
+def cold_table(models: List[str]) -> List[dict]:
+    """Cold-start compile time per model and mode: one process each (1 thread) on an empty
+    kernel cache; the first forward's time, which compiles every kernel the plan uses."""
+    os.environ["MNNJIT_BENCH_THREADS"] = "1"
+    rows = []
+    for model in models:
+        for label, suffix, p, m in MODEL_MODES:
+            if label == "wq8_memory_normal":
+                continue
+            r = run_child("runner", model + suffix, p, m, 1, cold=True)
+            row = {"model": model, "mode": label, "cold_first_forward_s": r.get("first_call_s"),
+                   **({"error": r["error"]} if "error" in r else {})}
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+    return rows
+
+
+def layer_table(models: List[str], threads: int, reps: int) -> List[dict]:
+    """Per-step times of each model's plan in fp32, precision low and memory low (one process
+    per mode), joined by step, with each plan's per-layer choices."""
+    os.environ["MNNJIT_BENCH_THREADS"] = str(threads)
+    out = []
+    for model in models:
+        res = {label: run_child("layers", model + suffix, p, m, reps)
+               for label, suffix, p, m in MODEL_MODES if label != "wq8_memory_normal"}
+        if any("error" in r for r in res.values()):
+            out.append({"model": model, "threads": threads,
+                        "error": {k: r.get("error") for k, r in res.items()}})
+            continue
+        base = res["fp32"]["steps"]
+        rows = []
+        for i, (kind, desc, t) in enumerate(base):
+            row = {"step": i, "kind": kind, "layer": desc, "fp32_ms": t}
+            for label in ("precision_low", "memory_low"):
+                st = res[label]["steps"]
+                if i < len(st) and st[i][0] == kind:
+                    row[label + "_ms"] = st[i][2]
+            rows.append(row)
+            print(json.dumps({"model": model, **row}), flush=True)
+        out.append({"model": model, "threads": threads, "steps": rows,
+                    "choices": {k: r["choices"] for k, r in res.items()},
+                    "sum_ms": {k: round(sum(s[2] for s in r["steps"]), 3) for k, r in res.items()}})
+    return out
+
+
 def main() -> None:
-    """Print kernel and model tables (markdown) and optionally write JSON."""
+    """Print kernel and model tables (JSON lines) and write the JSON results."""
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--quick", action="store_true", help="fewer repetitions")
-    ap.add_argument("--json", help="write all results here")
-    ap.add_argument("--no-kernels", action="store_true", help="skip the kernel-level table")
+    ap.add_argument("--json", default=str(ROOT / "benchmarks" / "results" / "precision_modes.json"),
+                    help="write all results here")
+    ap.add_argument("--kernels", action="store_true", help="also the kernel-level table")
+    ap.add_argument("--no-models", action="store_true", help="skip the model table")
     ap.add_argument("--threads", type=int, default=0,
                     help="compute threads (Numba and OpenBLAS; MNN numThread); 0 = all")
-    ap.add_argument("--models", nargs="+", default=["mobilenetv2", "resnet18"],
-                    help="model-level table: mobilenetv2 and/or resnet18")
+    ap.add_argument("--models", nargs="+", default=["mobilenetv2", "resnet18", "transformer"],
+                    help="model-level table: mobilenetv2, resnet18, transformer")
     ap.add_argument("--thread-list", nargs="+", type=int, default=[1, 2],
                     help="model-level table: thread counts")
     ap.add_argument("--rounds", type=int, default=3, help="alternating rounds of the modes")
     ap.add_argument("--mnn", action="store_true", help="also real MNN in each mode")
     ap.add_argument("--cold", action="store_true",
-                    help="each mnnjit process on an empty kernel cache (cold compile time)")
+                    help="cold-start compile time: each model and mode once on an empty cache")
+    ap.add_argument("--layers", type=int, default=0, metavar="THREADS",
+                    help="per-layer table of the CNNs at this many threads")
     ap.add_argument("--child", nargs=5, help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.threads:
@@ -284,22 +398,30 @@ def main() -> None:
         kind, model, p, m, reps = a.child
         if kind == "MNN":
             print(json.dumps(mnn_child(model, int(p), int(m), int(reps))))
+        elif kind == "layers":
+            print(json.dumps(layers_child(model, int(p), int(m), int(reps))))
         else:
             print(json.dumps(model_child(model, int(p), int(m), int(reps), kind)))
         return
     reps = 10 if a.quick else 30
-    results: Dict[str, list] = {"kernels": [], "models": []}
-    if not a.no_kernels:
+    results: Dict[str, object] = {
+        "machine": {"cpus": os.cpu_count(), "load_avg_start": os.getloadavg()}}
+    if a.kernels:
         _set_threads()
         results["kernels"] = kernel_bench(reps)
         for r in results["kernels"]:
             print(json.dumps(r))
-    if a.cold:
-        os.environ["MNNJIT_BENCH_COLD"] = "1"
     if a.threads:
         a.thread_list = [a.threads]
-    results["models"] = model_table(a.models, a.thread_list, 1 if a.quick else a.rounds, reps,
-                                    a.mnn)
+    if not a.no_models:
+        results["models"] = model_table(a.models, a.thread_list, 1 if a.quick else a.rounds,
+                                        reps, a.mnn)
+    if a.layers:
+        results["layers"] = layer_table([m for m in a.models if m != "transformer"], a.layers,
+                                        3 if a.quick else 7)
+    if a.cold:
+        results["cold"] = cold_table(a.models)
+    results["machine"]["load_avg_end"] = os.getloadavg()
     if a.json:
         Path(a.json).write_text(json.dumps(results, indent=1))
 

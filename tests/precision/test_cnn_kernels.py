@@ -449,6 +449,37 @@ def test_expand_depthwise_stride2_on_quartered_input(c, o, h, w, act1):
         assert np.abs(apart - fused).max() <= 1e-5 * max(1.0, float(np.abs(apart).max()))
 
 
+@pytest.mark.parametrize("c,o,h,w,s,bits", [(5, 13, 14, 14, 1, None), (16, 20, 28, 28, 2, None),
+                                            (3, 7, 12, 34, 2, 8), (160, 14, 7, 7, 1, 8),
+                                            (24, 9, 9, 11, 1, 4)])
+@pytest.mark.parametrize("act2", ["", "relu6"])
+def test_expand_depthwise_half_storage_is_float32_compute_with_half_edges(c, o, h, w, s, bits, act2):
+    """With float16 storage the fused block widens its input once and runs the float32 kernel:
+    its output is exactly the float32 kernel's output (on the widened input) rounded to half -
+    quarter-plane stride 2, packed blocks, pixel tails and quantized weights alike. (Depthwise
+    activations past relu6 are applied to the stored half, a second rounding: not compared.)"""
+    from mnnjit.backends.cpu.depthwise.expand_dw import ExpandDepthwise
+    rng = np.random.default_rng(c * h + w + s)
+    x16 = to_f16(rng.standard_normal((2, c, h, w)).astype(np.float32))
+    x32 = to_f32(x16)
+    if bits is None:
+        pw = K.PackedWeights.from_dense((rng.standard_normal((o, c)) / np.sqrt(c)).astype(np.float32))
+    else:
+        lim = 127 if bits == 8 else 7
+        codes = rng.integers(-lim - 1, lim + 1, (o, c)).astype(np.int8)
+        scale = rng.uniform(0.01, 0.1, (o, 1)).astype(np.float32)
+        pw = K.PackedWeights.from_quant_rows(QuantRows(codes, scale, np.zeros_like(scale), (o, c), c, bits))
+    e = K.ConvGemm(pw, rng.standard_normal(o).astype(np.float32), x32.shape, (1, 1), act="relu6")
+    d = Depthwise(rng.standard_normal((o, 9)).astype(np.float32), rng.standard_normal(o).astype(np.float32),
+                  e.out_shape, (3, 3), (s, s), (1, 1, 1, 1), (1, 1), act2)
+    f = ExpandDepthwise(e, d, threads=2)
+    out32 = np.empty(d.out_shape, np.float32)
+    out16 = np.empty(d.out_shape, np.float16)
+    f.run(x32, out32)
+    f.run(storage_view(x16), storage_view(out16))
+    np.testing.assert_array_equal(out16, to_f16(out32))
+
+
 @pytest.mark.parametrize("c,o,hw,s", [(160, 30, 7, 1), (128, 20, 8, 2), (144, 13, 5, 1)])
 @pytest.mark.parametrize("half", [False, True])
 def test_expand_depthwise_packed_input_blocks(c, o, hw, s, half):

@@ -5,12 +5,13 @@
 """
 from __future__ import annotations
 
-from typing import Any, Mapping, Tuple
+from typing import Any, List, Mapping, Tuple
 
 import numpy as np
 
 
-__all__ = ["weight_storage", "conv_weight_source", "depthwise_weight", "to_storage", "from_storage"]
+__all__ = ["weight_storage", "conv_weight_source", "depthwise_weight", "to_storage", "from_storage",
+           "step_choice", "plan_choices"]
 
 
 def weight_storage(modes: Any, weight: Any, shape: Tuple[int, int]):
@@ -83,3 +84,71 @@ def from_storage(x: np.ndarray) -> np.ndarray:
         from mnnjit.backends.cpu.fp16 import to_f32
         return to_f32(x)
     return x
+
+
+#: what a precision=low kernel-step does, per step kind, by measurement on AVX2 + F16C (no fp16
+#: arithmetic: every kernel computes in float32; float16 is storage only)
+_HALF_COMPUTE = {
+    "xdw": "fp32 inside: the block's input widened once per launch, expansion and depthwise in "
+           "float32, halves stored at the output",
+    "dwpw": "fp32 inside: depthwise bands in a float32 scratch, halves at the edges",
+    "conv": "fp32 compute on half loads (F16C in the micro-kernel), halves stored",
+    "convres": "fp32 compute, residual added in float32, halves stored",
+    "wino": "fp32 transforms and products, halves at the edges",
+    "dw": "fp32 compute on half loads, halves stored",
+    "fc": "float16 weights (memory-bound GEMV: half the bytes), fp32 sums",
+}
+
+
+def _weight_kind(op: Any) -> str:
+    """How a step's weights are kept: float32 panels, int8 / 4-bit codes, float16, Winograd."""
+    if type(op).__name__ == "_Winograd":
+        return "fp32 Winograd-transformed"
+    for name in ("pw", "expand", "w"):
+        w = getattr(op, name, None)
+        if w is None or isinstance(w, np.ndarray) and name != "w":
+            continue
+        if hasattr(w, "w") and not hasattr(w, "kind"):   # a nested ConvGemm
+            w = w.w
+        kind = getattr(w, "kind", None)
+        if kind == 2:
+            return "int8 codes, dequantized per task" + (
+                " (GEMV on the codes)" if getattr(op, "narrow", False) else "")
+        if kind == 3:
+            return "4-bit codes, dequantized per task"
+        if kind == 0:
+            return "fp32 panels"
+        if isinstance(w, np.ndarray):
+            return "fp16" if w.dtype == np.uint16 else "fp32"
+    return "-"
+
+
+def step_choice(kind: str, op: Any, half: bool) -> Tuple[str, str, str]:
+    """(activation storage, compute, weights) a kernel step runs with: ``kind`` the step kind,
+    ``op`` its prepared op, ``half`` whether the plan stores activations as float16."""
+    storage = "fp16" if half else "fp32"
+    compute = getattr(op, "choice", None) or (
+        _HALF_COMPUTE.get(kind, "fp32 compute on half loads") if half else "fp32")
+    return storage, compute, _weight_kind(op)
+
+
+def plan_choices(plan: Any) -> List[Tuple[int, str, str, str, str, str]]:
+    """Per kernel step of a CPU kernel-step plan (``NetPlan``): (step index, step kind, layer,
+    activation storage, compute, weights) - the per-layer precision and weight choices the plan
+    made, for ``explain``-style output and the benchmarks. Reference steps (numpy on float32
+    values) are listed as such."""
+    half = np.dtype(getattr(plan, "act_dtype", np.float32)) == np.float16
+    order = getattr(plan, "order", None)
+    rows = []
+    for i, st in enumerate(getattr(plan, "steps", [])):
+        if isinstance(st, (list, tuple)):
+            kind, op, out = st[0], st[1], st[-1]
+        else:
+            kind, op, out = getattr(st, "kind", "?"), getattr(st, "op", None), getattr(st, "out", None)
+        node = order[out] if order is not None and isinstance(out, int) else None
+        layer = f"{node.op} {list(node.shape)}" if node is not None else "?"
+        if kind == "ref":
+            rows.append((i, kind, layer, "fp32", "numpy reference (float32 values)", "-"))
+            continue
+        rows.append((i, kind, layer) + step_choice(kind, op, half))
+    return rows
