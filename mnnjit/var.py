@@ -14,8 +14,10 @@ from typing import Any, Iterator
 
 import numpy as np
 
+from . import graph as graph_mod
 from ._dtypes import as_format, as_np_dtype, data_format, to_enum
 from .graph import Node, bump_write_counter
+from .runtime import evaluate
 
 
 def _np():
@@ -105,9 +107,11 @@ class Var:
     # ------------------------------------------------------------ values
     def _value(self) -> np.ndarray:
         node = self._node
+        v = node._value
+        if v is not None and (not node.live or node.stamp == graph_mod._write_counter or node.op == "placeholder"):
+            return v
         v = node.value
         if v is None:
-            from .runtime import evaluate
             evaluate([node])
             # (``_value``: computed just now; another thread's placeholder write since then must
             # not make it read as stale)
@@ -116,6 +120,21 @@ class Var:
                 evaluate([node])
                 v = node._value
         return v
+
+    def _user_value(self) -> tuple[np.ndarray, bool]:
+        """The value for the user-facing reads (``read``, ``__array__``, printing) and whether it is a
+        view of another node's value: a movement op (reshape, transpose, broadcast, slice) of computed
+        values is a read-only numpy view of them, as numpy's own result would be, with no copy and no
+        value cached (graph values stay contiguous for the compiler and the backends)."""
+        node = self._node
+        v = node._value
+        if v is not None and (not node.live or node.stamp == graph_mod._write_counter or node.op == "placeholder"):
+            return v, False
+        if node.op in _VIEW_OPS:
+            view = _movement_view(node, 8)
+            if view is not None:
+                return view, True
+        return self._value(), False
 
     def read_view(self) -> np.ndarray:
         """The value as a read-only numpy array in the logical layout (no copy)."""
@@ -134,11 +153,24 @@ class Var:
         return pack_nc4hw4(v)
 
     def read(self) -> np.ndarray:
-        """The value as a new numpy array (NC4HW4 data shown in MNN's packed order)."""
-        if self._node.fmt == "NC4HW4" and self._node.size:
+        """The value as a numpy array (NC4HW4 data shown in MNN's packed order).
+
+        A computed value is returned as a new writable array (one copy: graph values are shared
+        and immutable, so writing into the result never changes a Var). The result of a movement
+        op (reshape, transpose, broadcast, slice: what numpy returns as a view) is returned
+        read-only without copying, a view of the values it moves when those are computed;
+        ``.copy()`` it to write.
+        """
+        node = self._node
+        if node.fmt == "NC4HW4" and node.size:
             packed = self._packed().ravel()
-            return np.array(packed[: self._node.size].reshape(self._node.shape))
-        return np.array(self._value(), copy=True)
+            return np.array(packed[: node.size].reshape(node.shape))
+        if node.op in _VIEW_OPS:
+            return self._user_value()[0]
+        v = node._value
+        if v is None or (node.live and node.stamp != graph_mod._write_counter and node.op != "placeholder"):
+            v = self._value()
+        return v.copy()
 
     def read_as_tuple(self) -> tuple:
         """The data as a flat tuple of Python numbers (NC4HW4: the whole packed buffer)."""
@@ -255,14 +287,19 @@ class Var:
         self.write(buf)
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
-        v = self.read() if self._node.fmt == "NC4HW4" else self._value()
-        if dtype is not None:
+        """numpy's conversion: the value without copying (read-only), unless ``copy`` or ``dtype``
+        asks for a new array."""
+        if self._node.fmt == "NC4HW4":
+            v = self.read()
+        else:
+            v = self._user_value()[0]
+        if dtype is not None and np.dtype(dtype) != v.dtype:
             return v.astype(dtype)
-        return np.array(v, copy=True) if copy else v
+        return v.copy() if copy else v
 
     # ------------------------------------------------------------ printing and conversions
     def __repr__(self) -> str:
-        return repr(self.read() if self._node.fmt == "NC4HW4" else self._value())
+        return repr(self.read() if self._node.fmt == "NC4HW4" else self._user_value()[0])
 
     __str__ = __repr__
 
@@ -503,6 +540,36 @@ def _all_int_key(key: Any) -> bool:
     return all(isinstance(k, (numbers.Integral, np.integer)) and not isinstance(k, (bool, np.bool_)) for k in items)
 
 
+#: Movement ops whose numpy reference returns a view of its input.
+_VIEW_OPS = frozenset({"reshape", "transpose", "broadcast_to", "slice"})
+_VIEW_REFS: dict = {}
+
+
+def _movement_view(node: Node, depth: int) -> np.ndarray | None:
+    """A read-only numpy view computing movement ``node`` from known values (through at most
+    ``depth`` movement ops), or None."""
+    src = node.inputs[0]
+    v = src.value
+    if v is None:
+        if src.op not in _VIEW_OPS or depth <= 0:
+            return None
+        v = _movement_view(src, depth - 1)
+        if v is None:
+            return None
+    elif v.flags.writeable:  # only views of immutable values (a writable one could change under it)
+        return None
+    ref = _VIEW_REFS.get(node.op)
+    if ref is None:
+        from .ops import registry
+        ref = _VIEW_REFS[node.op] = registry.get(node.op).ref
+    out = ref([v], node.attrs)
+    if type(out) is not np.ndarray or out.shape != node.shape or out.dtype != node.dtype:
+        return None
+    if out.flags.writeable:  # the reference copied (a reshape of a non-contiguous view)
+        out.flags.writeable = False
+    return out
+
+
 def _rebuild(arr: np.ndarray, fmt: str, name: str = "") -> Var:
     """A constant Var from a pickled Var's value, data format and name (see ``Var.__reduce__``)."""
     from .graph import const_node
@@ -510,3 +577,4 @@ def _rebuild(arr: np.ndarray, fmt: str, name: str = "") -> Var:
 
 
 from .ops import build as B  # noqa: E402  (after Var: build refers back to this module)
+B._VAR = Var

@@ -143,15 +143,28 @@ def as_node(x: Any) -> Node:
 
 def wrap(node: Node):
     """A new Var handle on ``node``."""
-    return _var_cls()._from_node(node)
+    return _new_var(node)
+
+
+def _new_var(node: Node):
+    v = _new_obj(_VAR or _var_cls())
+    v._node = node
+    return v
+
+
+_new_obj = object.__new__
+
+
+_OPS = registry._REGISTRY
 
 
 def make_node(op: str, inputs: Sequence[Node], attrs: dict | None = None, fmt: str | None = None,
               name: str = "") -> Node:
     """Build a node of registered op ``op``: its shape and dtype come from the op's ``infer``."""
     attrs = {} if attrs is None else attrs
-    opdef = registry.get(op)
-    inputs = tuple(inputs)
+    opdef = _OPS.get(op) or registry.get(op)
+    if type(inputs) is not tuple:
+        inputs = tuple(inputs)
     if fmt is None:
         fmt = inputs[0].fmt if inputs else "NCHW"
     if opdef.n_out > 1:
@@ -161,9 +174,12 @@ def make_node(op: str, inputs: Sequence[Node], attrs: dict | None = None, fmt: s
     shape, dtype = opdef.infer(inputs, attrs)
     if type(shape) is not tuple:
         shape = tuple(int(d) for d in shape)
-    if not isinstance(dtype, np.dtype):
+    if type(dtype) is not _DTYPE_T and not isinstance(dtype, np.dtype):
         dtype = np.dtype(dtype)
     return Node(op, inputs, attrs, shape, dtype, fmt, name=name)
+
+
+_DTYPE_T = type(F32)
 
 
 def make(op: str, inputs: Sequence[Any], attrs: dict | None = None, fmt: str | None = None):
@@ -182,7 +198,7 @@ def split_outputs(node: Node) -> list[Node]:
 
 
 def _fmt_of(*xs: Any) -> str:
-    Var = _var_cls()
+    Var = _VAR or _var_cls()
     for x in xs:
         if isinstance(x, Var):
             return x._node.fmt
@@ -230,19 +246,40 @@ INT_ONLY = frozenset({"invert", "bitwise_and", "bitwise_or", "bitwise_xor", "lef
 FLOAT_BINARY = frozenset({"div", "atan2", "hypot", "copysign"})
 
 
+#: (op, dtype, shape) -> output (shape, dtype) of a unary op needing no cast; (op, dtypes, shapes) ->
+#: output (shape, dtype) of a binary op whose operands share a dtype. Elementwise ``infer`` depends
+#: only on these (no attributes), so a signature seen once skips the dtype rules and the inference.
+_EW_SIG: dict = {}
+_EW_SIG_MAX = 4096
+
+
 def unary(op: str, x: Any):
     """Apply elementwise unary ``op`` to ``x`` (as a Var)."""
-    node = as_node(x)
+    if type(x) is _VAR:
+        node = x._node
+        key = (op, node.dtype, node.shape)
+        hit = _EW_SIG.get(key)
+        if hit is not None:
+            return _new_var(Node(op, (node,), {}, hit[0], hit[1], node.fmt))
+    else:
+        node = as_node(x)
+        key = None
     if op in FLOAT_UNARY and node.dtype.kind != "f":
         node = cast_node(node, F32)
+        key = None
     elif op in INT_ONLY and node.dtype.kind == "f":
         raise TypeError(f"ufunc '{op}' not supported for the input types ({node.dtype})")
-    return wrap(make_node(op, (node,)))
+    out = make_node(op, (node,))
+    if key is not None and len(_EW_SIG) < _EW_SIG_MAX:
+        _EW_SIG[key] = (out.shape, out.dtype)
+    return wrap(out)
 
 
 def _operand_nodes(a: Any, b: Any) -> tuple[Node, Node]:
     """Nodes for two operands; a Python scalar beside a Var becomes a const of the promoted dtype directly."""
-    Var = _var_cls()
+    Var = _VAR or _var_cls()
+    if type(a) is Var and type(b) is Var:
+        return a._node, b._node
     if isinstance(a, Var):
         na = a._node
         sd = python_scalar_dtype(b)
@@ -261,13 +298,26 @@ def _operand_nodes(a: Any, b: Any) -> tuple[Node, Node]:
 def binary(op: str, a: Any, b: Any):
     """Apply elementwise binary ``op`` with numpy broadcasting and MNN's dtype rules."""
     na, nb = _operand_nodes(a, b)
-    dt = result_dtype(na.dtype, nb.dtype)
+    da, db = na.dtype, nb.dtype
+    if da is db or da == db:
+        key = (op, da, na.shape, nb.shape)
+        hit = _EW_SIG.get(key)
+        if hit is not None:
+            fmt = na.fmt if type(a) is _VAR else _fmt_of(a, b)
+            return _new_var(Node(op, (na, nb), {}, hit[0], hit[1], fmt))
+    else:
+        key = None
+    dt = result_dtype(da, db)
     if op in FLOAT_BINARY and dt.kind != "f":
         dt = F32
+        key = None
     if op in INT_ONLY and dt.kind == "f":
         raise TypeError(f"ufunc '{op}' not supported for the input types ({na.dtype}, {nb.dtype})")
     fmt = _fmt_of(a, b)
-    return wrap(make_node(op, (cast_node(na, dt), cast_node(nb, dt)), fmt=fmt))
+    out = make_node(op, (cast_node(na, dt), cast_node(nb, dt)), fmt=fmt)
+    if key is not None and len(_EW_SIG) < _EW_SIG_MAX:
+        _EW_SIG[key] = (out.shape, out.dtype)
+    return wrap(out)
 
 
 def select(cond: Any, a: Any, b: Any):
