@@ -44,7 +44,7 @@ MAX_MACS = 1 << 21
 NARROW = 16
 
 #: Part of every generated source: bump it when the generated code or the helpers it calls change.
-PLAN_KERNEL_VERSION = 6
+PLAN_KERNEL_VERSION = 7
 
 #: Constants in the blob start at multiples of this many elements (64-byte lines).
 _ALIGN = 16
@@ -181,6 +181,10 @@ def _f32(node: Any) -> bool:
     return node.dtype == F32
 
 
+#: Rows of a matmul computed together: each weight row loaded once serves this many output rows.
+ROW_BLOCK = 4
+
+
 def _matmul(w: _Writer, node: Any, ins: tuple, out: int) -> None:
     a, b = node.inputs[0], node.inputs[1]
     if not (len(a.shape) == len(b.shape) == len(node.shape) == 2):
@@ -196,55 +200,87 @@ def _matmul(w: _Writer, node: Any, ins: tuple, out: int) -> None:
     an = w.value(ins[0])
     i, kk, j = w.idx(), w.idx(), w.idx()
 
-    def a_at(kx: str) -> str:
-        return f"{an}[({kx}) * {m} + {i}]" if ta else f"{an}[{i} * {k} + {kx}]"
-    bias_at = None
+    def a_at(row: str, kx: str) -> str:
+        return f"{an}[({kx}) * {m} + {row}]" if ta else f"{an}[({row}) * {k} + {kx}]"
+    bias_name = None
     if len(node.inputs) > 2:
         if not _f32(node.inputs[2]):
             raise _Unsupported("bias dtype")
-        bias_at = f"{w.value(ins[2])}[{_bcast_index(node.inputs[2].shape, (m, n), (i, j))}]"
+        bias_name = w.value(ins[2])
+
+    def bias_at(row: str) -> str | None:
+        if bias_name is None:
+            return None
+        return f"{bias_name}[{_bcast_index(node.inputs[2].shape, (m, n), (row, j))}]"
     o = w.fresh(out, m * n)
-    w.emit(f"for {i} in range({m}):")
-    w.emit(f"row = {i} * {n}", 1)
     weights = w.init[ins[1]]
+    act = attrs.get("act", "")
     if weights is not None and n < NARROW and not ta:
         # few outputs (a classifier's last layer): one dot product per output over the weights
         # laid out [n, k]; the vector loop runs over k
+        w.emit(f"for {i} in range({m}):")
+        w.emit(f"row = {i} * {n}", 1)
         wn = w.const(np.asarray(weights) if tb else np.asarray(weights).T)
         w.emit(f"arow = {an}[{i} * {k}:{i} * {k} + {k}]", 1)
         w.emit(f"for {j} in range({n}):", 1)
         total = f"dot_f32(arow, {wn}[{j} * {k}:{j} * {k} + {k}])"
-        w.emit(f"{o}[row + {j}] = {total}" + (f" + {bias_at}" if bias_at else ""), 2)
+        bias = bias_at(i)
+        w.emit(f"{o}[row + {j}] = {total}" + (f" + {bias}" if bias else ""), 2)
+        if act:
+            w.emit(f"for {j} in range({n}):", 1)
+            w.emit(f"t = {o}[row + {j}]", 2)
+            w.emit(f"{o}[row + {j}] = {_NAN_SAFE[act].format('t')}", 2)
+        return
+    if weights is not None:  # constant weights: laid out [k, n] once, in the blob
+        bn, tb = w.const(np.asarray(weights).T if tb else weights), False
     else:
-        if weights is not None:  # constant weights: laid out [k, n] once, in the blob
-            bn, tb = w.const(np.asarray(weights).T if tb else weights), False
-        else:
-            bn = w.value(ins[1])
+        bn = w.value(ins[1])
 
-        def b_at(kx: str) -> str:
-            return f"{bn}[{j} * {k} + {kx}]" if tb else f"{bn}[({kx}) * {n} + {j}]"
-        w.emit(f"for {j} in range({n}):", 1)
-        w.emit(f"{o}[row + {j}] = {bias_at or 'np.float32(0)'}", 2)
-        # four products per pass over the row, added in k order (the same sums as one at a time,
-        # with a quarter of the loads and stores of the row)
+    def b_at(kx: str) -> str:
+        return f"{bn}[{j} * {k} + {kx}]" if tb else f"{bn}[({kx}) * {n} + {j}]"
+
+    def rows(first: str, count: int, depth: int) -> None:
+        """Output rows ``first .. first + count - 1``: each output sums bias and products in
+        ``k`` order, four products per pass; a pass loads each weight once for all the rows."""
+        names = [f"({first} + {r})" if r else first for r in range(count)]
+        for r, row in enumerate(names):
+            w.emit(f"row{r} = {row} * {n}", depth)
+        w.emit(f"for {j} in range({n}):", depth)
+        for r, row in enumerate(names):
+            w.emit(f"{o}[row{r} + {j}] = {bias_at(row) or 'np.float32(0)'}", depth + 1)
         k4 = k - k % 4
         if k4:
-            w.emit(f"for {kk} in range(0, {k4}, 4):", 1)
+            w.emit(f"for {kk} in range(0, {k4}, 4):", depth)
+            for r, row in enumerate(names):
+                for u in range(4):
+                    w.emit(f"s{r}{u} = {a_at(row, f'{kk} + {u}')}", depth + 1)
+            w.emit(f"for {j} in range({n}):", depth + 1)
+            # the weights are read before any store, so one load serves every row
             for u in range(4):
-                w.emit(f"s{u} = {a_at(f'{kk} + {u}')}", 2)
-            w.emit(f"for {j} in range({n}):", 2)
-            terms = " + ".join(f"s{u} * {b_at(f'{kk} + {u}')}" for u in range(4))
-            w.emit(f"{o}[row + {j}] = {o}[row + {j}] + {terms}", 3)
+                w.emit(f"b{u} = {b_at(f'{kk} + {u}')}", depth + 2)
+            for r in range(count):
+                terms = " + ".join(f"s{r}{u} * b{u}" for u in range(4))
+                w.emit(f"{o}[row{r} + {j}] = {o}[row{r} + {j}] + {terms}", depth + 2)
         if k4 < k:
-            w.emit(f"for {kk} in range({k4}, {k}):", 1)
-            w.emit(f"s0 = {a_at(kk)}", 2)
-            w.emit(f"for {j} in range({n}):", 2)
-            w.emit(f"{o}[row + {j}] += s0 * {b_at(kk)}", 3)
-    act = attrs.get("act", "")
-    if act:
-        w.emit(f"for {j} in range({n}):", 1)
-        w.emit(f"t = {o}[row + {j}]", 2)
-        w.emit(f"{o}[row + {j}] = {_NAN_SAFE[act].format('t')}", 2)
+            w.emit(f"for {kk} in range({k4}, {k}):", depth)
+            for r, row in enumerate(names):
+                w.emit(f"s{r}0 = {a_at(row, kk)}", depth + 1)
+            w.emit(f"for {j} in range({n}):", depth + 1)
+            w.emit(f"b0 = {b_at(kk)}", depth + 2)
+            for r in range(count):
+                w.emit(f"{o}[row{r} + {j}] += s{r}0 * b0", depth + 2)
+        if act:
+            w.emit(f"for {j} in range({n}):", depth)
+            for r in range(count):
+                w.emit(f"t = {o}[row{r} + {j}]", depth + 1)
+                w.emit(f"{o}[row{r} + {j}] = {_NAN_SAFE[act].format('t')}", depth + 1)
+
+    blocks, rest = divmod(m, ROW_BLOCK)
+    if blocks:
+        w.emit(f"for {i} in range(0, {blocks * ROW_BLOCK}, {ROW_BLOCK}):")
+        rows(i, ROW_BLOCK, 1)
+    if rest:
+        rows(str(blocks * ROW_BLOCK), rest, 0)
 
 
 def _softmax(w: _Writer, node: Any, ins: tuple, out: int) -> None:
