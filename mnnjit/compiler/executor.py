@@ -173,8 +173,14 @@ def _eager(node: Node, thr: int) -> bool:
                     raise RuntimeError(f"op {op} produced shape {out.shape}, expected {node.shape}")
                 out = out.reshape(node.shape)
     if type(out) is np.ndarray:
-        # values are cached read-only and C-contiguous (an owner array of one dimension is)
-        if out.base is not None or (out.ndim > 1 and not out.flags.c_contiguous):
+        # values are cached read-only and C-contiguous (an owner array of one dimension is); a
+        # view is kept only when it spans its whole buffer (a reshaped fresh result: copying it
+        # would cost a pass; a part of a larger buffer is copied so the rest can be freed)
+        base = out.base
+        if base is not None:
+            if not out.flags.c_contiguous or getattr(base, "nbytes", -1) != out.nbytes:
+                out = np.array(out, order="C")
+        elif out.ndim > 1 and not out.flags.c_contiguous:
             out = np.array(out, order="C")
         out.setflags(write=False)
     node._value = out

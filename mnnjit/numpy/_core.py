@@ -128,6 +128,16 @@ def flat(x: Any) -> Var:
     return B.reshape(x, (-1,))
 
 
+def slice_node(n: Node, begin: Sequence[int], end: Sequence[int], step: Sequence[int]) -> Node:
+    """``n`` sliced as ``range(begin, end, step)`` per axis (normalised bounds, see ``ops/movement.py``);
+    ``n`` itself when the slice keeps everything."""
+    shape = n.shape
+    for b, e, s, d in zip(begin, end, step, shape):
+        if b != 0 or e != d or s != 1:
+            return B.make_node("slice", (n,), {"begin": tuple(begin), "end": tuple(end), "step": tuple(step)})
+    return n
+
+
 def moveaxis_node(n: Node, src: int, dst: int) -> Node:
     """``n`` with axis ``src`` moved to position ``dst`` (both non-negative)."""
     nd = len(n.shape)

@@ -8,7 +8,7 @@ import numpy as _np
 from ..ops import build as B
 from ..ops.build import AxisError
 from ..var import Var
-from ._core import axis_arg, const, finish, flat, is_int, node, var
+from ._core import axis_arg, const, finish, flat, is_int, node, slice_node, var
 
 
 def shape(a: Any) -> tuple[int, ...]:
@@ -291,13 +291,16 @@ def array_split(ary: Any, indices_or_sections: Any, axis: int = 0) -> list[Var]:
             idx = idx.read_view().tolist()
         bounds = [0] + [int(i) for i in idx] + [length]
     out = []
+    nd = len(n.shape)
     for lo, hi in zip(bounds[:-1], bounds[1:]):
-        lo = _np.clip(lo + length if lo < 0 else lo, 0, length)
-        hi = _np.clip(hi + length if hi < 0 else hi, 0, length)
+        lo = min(max(lo + length if lo < 0 else lo, 0), length)
+        hi = min(max(hi + length if hi < 0 else hi, 0), length)
         hi = max(lo, hi)
-        key = [slice(None)] * len(n.shape)
-        key[ax] = slice(int(lo), int(hi))
-        out.append(var(n)[tuple(key)])
+        if lo == hi:
+            lo = hi = 0  # an empty piece (as indexing normalises it)
+        begin, end, step = [0] * nd, list(n.shape), [1] * nd
+        begin[ax], end[ax] = int(lo), int(hi)
+        out.append(var(slice_node(n, begin, end, step)))
     return out
 
 
@@ -438,8 +441,15 @@ def flip(m: Any, axis: Any = None) -> Var:
     """``m`` reversed along ``axis`` (all axes when None)."""
     n = node(m)
     axes = B.normalize_axes(axis, len(n.shape))
-    key = tuple(slice(None, None, -1) if i in axes else slice(None) for i in range(len(n.shape)))
-    return var(n)[key] if key else var(n)
+    begin, end, step = [], [], []
+    for i, d in enumerate(n.shape):
+        if i in axes and d:
+            begin.append(d - 1), end.append(-1), step.append(-1)
+        elif i in axes:
+            begin.append(0), end.append(0), step.append(1)
+        else:
+            begin.append(0), end.append(d), step.append(1)
+    return var(slice_node(n, begin, end, step))
 
 
 def fliplr(m: Any) -> Var:

@@ -409,6 +409,8 @@ def resolve_shape(size: int, shape: Iterable[Any]) -> tuple[int, ...]:
 def reshape(x: Any, shape: Any):
     """``x`` with a new shape (numpy's rules, one -1 allowed)."""
     node = as_node(x)
+    if len(node.shape) == 1 and type(shape) in (tuple, list) and len(shape) == 1 and shape[0] == -1:
+        return wrap(node)
     target = resolve_shape(node.size, shape)
     if target == node.shape:
         return wrap(node)
