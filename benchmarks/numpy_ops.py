@@ -2,11 +2,14 @@
 
 Cases follow the groups of pymnn's own numpy benchmark: unary, binary, reduction and memory
 functions, plus a small svd. Each call is timed end to end *including computing the result*
-(mnnjit is lazy: its result is read with ``read_view()``; real MNN's with ``read()``), best of
-``--repeat`` runs of ``--loop`` calls. Prints a table and the geometric means of mnnjit/numpy
-(and MNN/numpy) per group and overall.
+(mnnjit is lazy: its result is read with ``read_view()``, or with ``read()`` under ``--forced-read``
+as a script does; real MNN's with ``read()``), best of ``--repeat`` runs of ``--loop`` calls. Prints
+a table and the geometric means of mnnjit/numpy (and MNN/numpy) per group and overall, then the
+latency of a 1,000-element ``a + b`` and of ``transpose`` on [4, 16, 10, 100], each read with
+``read()`` (medians of rounds alternating the libraries).
 
-    PYTHONPATH=. python benchmarks/numpy_ops.py [--loop 20] [--repeat 3] [--no-mnn] [--json out.json]
+    PYTHONPATH=. python benchmarks/numpy_ops.py [--loop 20] [--repeat 3] [--no-mnn] [--forced-read]
+                                                [--json out.json]
 """
 from __future__ import annotations
 
@@ -90,13 +93,17 @@ def _make(spec: Any, lib: str, rng: np.random.Generator, cache: dict) -> Any:
     return cache[key]
 
 
+#: ``--forced-read``: every mnnjit result is read with ``read()`` (as a script does), not ``read_view()``.
+FORCED_READ = False
+
+
 def _materialize(res: Any, lib: str) -> None:
     if isinstance(res, (list, tuple)):
         for r in res:
             _materialize(r, lib)
         return
     if lib == "jit" and isinstance(res, Var):
-        res.read_view()
+        res.read() if FORCED_READ else res.read_view()
     elif lib == "mnn" and hasattr(res, "read"):
         res.read()
 
@@ -184,18 +191,79 @@ def report(results: dict) -> dict:
     return summary
 
 
+def _median(xs: list[float]) -> float:
+    xs = sorted(xs)
+    return xs[len(xs) // 2]
+
+
+def latency(libs: dict, rounds: int = 15, n: int = 2000) -> dict:
+    """Per-call latency (us, median of ``rounds`` rounds alternating the libraries) of a 1,000-element
+    ``a + b`` and a [4, 16, 10, 100] ``transpose``, each result read (numpy: the result itself)."""
+    rng = np.random.default_rng(1)
+    a0, b0 = rng.random(1000, np.float32), rng.random(1000, np.float32)
+    t0 = rng.random((4, 16, 10, 100), np.float32)
+    calls: dict = {}
+    for lib, mod in libs.items():
+        if lib == "np":
+            a, b, t = a0, b0, t0
+            calls[lib] = {"add_1000": lambda a=a, b=b: a + b, "transpose_4x16x10x100": lambda t=t: np.transpose(t)}
+        else:
+            a, b, t = mod.array(a0), mod.array(b0), mod.array(t0)
+            if lib == "mnn":
+                for v in (a, b, t):
+                    v.fix_as_const()
+            calls[lib] = {"add_1000": lambda a=a, b=b: (a + b).read(),
+                          "transpose_4x16x10x100": lambda t=t, mod=mod: mod.transpose(t).read()}
+    out: dict = {}
+    for case in ("add_1000", "transpose_4x16x10x100"):
+        samples: dict = {lib: [] for lib in calls}
+        for lib in calls:
+            for _ in range(200):
+                calls[lib][case]()
+        for _ in range(rounds):
+            for lib, fns in calls.items():
+                fn = fns[case]
+                k = n if case == "add_1000" else n // 10
+                t = time.perf_counter()
+                for _ in range(k):
+                    fn()
+                samples[lib].append((time.perf_counter() - t) / k * 1e6)
+        out[case] = {lib: _median(v) for lib, v in samples.items()}
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--loop", type=int, default=20)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--no-mnn", action="store_true", help="do not time real MNN even when installed")
+    ap.add_argument("--forced-read", action="store_true",
+                    help="read every mnnjit result with read() (a new array), as a script does")
     ap.add_argument("--json", help="write the results and geometric means to this file")
     args = ap.parse_args()
+    global FORCED_READ
+    FORCED_READ = args.forced_read
     results = run(args.loop, args.repeat, not args.no_mnn)
     summary = report(results)
+    libs = {"np": np, "jit": jnp}
+    if not args.no_mnn:
+        try:
+            import contextlib
+            import io
+            with contextlib.redirect_stdout(io.StringIO()):
+                import MNN.numpy as mp
+            libs["mnn"] = mp
+        except ImportError:
+            pass
+    lat = latency(libs)
+    print("-- latency, us per call, result read (medians of alternating rounds)")
+    for case, per in lat.items():
+        extra = "  ".join(f"{lib} {t:8.2f}" for lib, t in per.items())
+        print(f"{case:<24} {extra}   mnnjit - numpy {per['jit'] - per['np']:+.2f} us")
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"results": results, "summary": summary}, f, indent=1)
+            json.dump({"forced_read": FORCED_READ, "loop": args.loop, "repeat": args.repeat, "results": results,
+                       "summary": summary, "latency_us": lat}, f, indent=1)
 
 
 if __name__ == "__main__":
