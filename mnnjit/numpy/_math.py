@@ -41,6 +41,8 @@ def ufunc_finish(name: str, res: Var, out: Any, kwargs: dict) -> Var:
 def _unary(name: str, op: str, float_input: bool = False):
     def fn(x: Any, out: Any = None, **kwargs: Any) -> Var:
         src = var(to_float(x)) if float_input else x
+        if out is None and not kwargs:  # the common call: no ufunc keywords to apply
+            return B.unary(op, src)
         return ufunc_finish(name, B.unary(op, src), out, kwargs)
     fn.__name__ = name
     fn.__qualname__ = name
@@ -52,6 +54,8 @@ def _binary(name: str, op: str, float_inputs: bool = False):
     def fn(x1: Any, x2: Any, out: Any = None, **kwargs: Any) -> Var:
         if float_inputs:
             x1, x2 = var(to_float(x1)), var(to_float(x2))
+        if out is None and not kwargs:  # the common call: no ufunc keywords to apply
+            return B.binary(op, x1, x2)
         return ufunc_finish(name, B.binary(op, x1, x2), out, kwargs)
     fn.__name__ = name
     fn.__qualname__ = name

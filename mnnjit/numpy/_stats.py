@@ -43,6 +43,9 @@ def _identity(op: str, dt: _np.dtype):
 def _reduce(op: str, a: Any, axis: Any, keepdims: Any, dtype: Any = None, out: Any = None,
             kwargs: dict | None = None):
     """A reduction with numpy's ``where=`` (masked elements ignored) and ``initial=`` keywords."""
+    if not kwargs and dtype is None and out is None:  # the common call: no keywords to apply
+        res = B.reduce(op, a, axis, bool(keepdims))
+        return scalar_or_var(res, axis, bool(keepdims), by_shape=op in _BY_SHAPE)
     kwargs = kwargs or {}
     unknown = set(kwargs) - {"where", "initial"}
     if unknown:
