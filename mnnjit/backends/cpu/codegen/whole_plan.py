@@ -366,6 +366,10 @@ def _gather(w: _Writer, node: Any, ins: tuple, out: int, in_index: Callable[[lis
 def _transpose(w: _Writer, node: Any, ins: tuple, out: int) -> None:
     x = node.inputs[0]
     perm = [int(p) % len(x.shape) for p in node.attrs["perm"]]
+    moved = [p for p in perm if x.shape[p] != 1]
+    if moved == sorted(moved):  # only axes of one element move: the same data, a reshape
+        w.names[out] = w.value(ins[0])
+        return
     strides = _c_strides(x.shape)
 
     def at(idx: list[str]) -> str:

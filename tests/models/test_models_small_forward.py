@@ -1,0 +1,184 @@
+"""Small and sequence models run as one compiled plan kernel (backends/cpu/codegen/whole_plan.py):
+a transformer encoder block, an LSTM and a GRU converted by real MNN's converter compile whole
+(slices, concat, gathers, layer norm, batched matmuls, sigmoid / tanh) and match real MNN; the
+new step writers match numpy on their edge cases; a kernel still compiling in the background
+leaves the plan warm (asked for again later), not declined."""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+from mnnjit_models_fixtures import _Builder, convert, lstm_onnx, real_mnn_forward, transformer_onnx
+
+import mnnjit as MNN
+from mnnjit import settings as config
+from mnnjit.ops import build as B
+
+nn, F = MNN.nn, MNN.expr
+
+
+@pytest.fixture(autouse=True)
+def _compile_at_once(monkeypatch):
+    """Plans compile on their second forward (the first one runs the step loop)."""
+    monkeypatch.setenv("MNNJIT_PLAN_KERNEL_CALLS", "0")
+
+
+def _compiled(mod) -> bool:
+    return getattr(mod._last_plan.run, "__qualname__", "").startswith("_runner")
+
+
+def gru_onnx(path: str, inp: int = 16, hidden: int = 32, seq: int = 6, seed: int = 3) -> str:
+    """A one-layer GRU (ONNX GRU op, linear_before_reset as PyTorch exports it)."""
+    b = _Builder(seed)
+    w = b.weight((1, 3 * hidden, inp), scale=0.3)
+    r = b.weight((1, 3 * hidden, hidden), scale=0.3)
+    bias = b.init((b.rng.standard_normal((1, 6 * hidden)) * 0.1).astype(np.float32), "b")
+    b.op("GRU", ["x", w, r, bias], n_out=2, hidden_size=hidden, linear_before_reset=1)
+    b.nodes[-1].output[:] = ["seq_out", "h_last"]
+    return b.save(path, [b.io("x", [seq, 1, inp])],
+                  [b.io("seq_out", [seq, 1, 1, hidden]), b.io("h_last", [1, 1, hidden])])
+
+
+_MODELS = {
+    "transformer_erf": (lambda p: transformer_onnx(p, d=64, heads=4, seq=8, ff=128), {"x": (1, 8, 64)}, ["y"]),
+    "transformer_tanh": (lambda p: transformer_onnx(p, d=32, heads=2, seq=5, ff=64, gelu_tanh=True),
+                         {"x": (1, 5, 32)}, ["y"]),
+    "lstm": (lambda p: lstm_onnx(p, inp=32, hidden=64, seq=10), {"x": (10, 1, 32)},
+             ["seq_out", "h_last", "c_last"]),
+    "gru": (gru_onnx, {"x": (6, 1, 16)}, ["seq_out", "h_last"]),
+}
+
+
+@pytest.fixture(scope="module")
+def converted(tmp_path_factory):
+    """Every model of ``_MODELS`` converted by real MNN (once per module)."""
+    d = tmp_path_factory.mktemp("small_forward")
+    out = {}
+    for name, (make, _, _) in _MODELS.items():
+        onnx_path = make(str(d / f"{name}.onnx"))
+        out[name] = convert(onnx_path, str(d / f"{name}.mnn"))
+    return out
+
+
+@pytest.mark.parametrize("name", sorted(_MODELS))
+def test_sequence_models_compile_whole_and_match_real_mnn(converted, name) -> None:
+    _, shapes, outs = _MODELS[name]
+    path = converted[name]
+    rng = np.random.default_rng(7)
+    mod = nn.load_module_from_file(path, list(shapes), outs)
+    before = config.counters["plan_kernels"]
+    for k in range(3):  # step loop, then the compiled kernel (twice: no state kept between calls)
+        feeds = {n: rng.standard_normal(s).astype(np.float32) for n, s in shapes.items()}
+        got = [o.read() for o in mod.forward([F.const(a, list(a.shape)) for a in feeds.values()])]
+        want = real_mnn_forward(path, feeds, outs)
+        for g, e in zip(got, want):
+            assert g.shape == e.shape
+            np.testing.assert_allclose(g, e, rtol=0, atol=1e-4 * max(1.0, float(np.abs(e).max())))
+    assert _compiled(mod), f"{name}: the plan did not compile into one kernel"
+    assert config.counters["plan_kernels"] == before + 1
+
+
+def _module(build, shapes):
+    xs = [F.placeholder(list(s)) for s in shapes]
+    return nn.load_module(xs, [B.wrap(build(*[x._node for x in xs]))])
+
+
+def _ints(values) -> object:
+    """A constant int32 index node."""
+    arr = np.asarray(values, np.int32)
+    return F.const(arr, list(arr.shape), F.NCHW, F.int)._node
+
+
+_CASES = {
+    # strided, negative-start and contiguous slices
+    "slice_step": ([(6, 5)], lambda x: B.make_node("slice", [x], {"begin": (1, 0), "end": (6, 5), "step": (2, 2)}),
+                   lambda x: x[1:6:2, 0:5:2]),
+    "slice_rows": ([(6, 5)], lambda x: B.make_node("slice", [x], {"begin": (2, 0), "end": (4, 5), "step": (1, 1)}),
+                   lambda x: x[2:4]),
+    "slice_cols": ([(3, 8)], lambda x: B.make_node("slice", [x], {"begin": (0, 3), "end": (3, 8), "step": (1, 1)}),
+                   lambda x: x[:, 3:]),
+    "concat_mid": ([(2, 3, 4), (2, 1, 4)], lambda a, b: B.make_node("concat", [a, b, a], {"axis": 1}),
+                   lambda a, b: np.concatenate([a, b, a], 1)),
+    "take_many": ([(4, 5, 3)], lambda x: B.make_node("take", [x, _ints([3, 0, -1])],
+                                                     {"axis": 1}),
+                  lambda x: np.take(x, [3, 0, -1], axis=1)),
+    "take_row": ([(4, 6)], lambda x: B.make_node("take", [x, _ints(2)], {"axis": 0}),
+                 lambda x: x[2]),
+    "layer_norm_2axes": ([(3, 4, 5)], lambda x: B.make_node(
+        "layer_norm", [x, F.const(np.linspace(0.5, 1.5, 20, dtype=np.float32).reshape(4, 5), [4, 5])._node],
+        {"axes": (1, 2), "eps": 1e-5}),
+        lambda x: ((x - x.mean((1, 2), keepdims=True)) / np.sqrt(x.var((1, 2), keepdims=True) + 1e-5))
+        * np.linspace(0.5, 1.5, 20, dtype=np.float32).reshape(4, 5)),
+    "rms_norm": ([(2, 7)], lambda x: B.make_node("layer_norm", [x], {"axes": (1,), "eps": 1e-6, "rms": True}),
+                 lambda x: x / np.sqrt((x * x).mean(1, keepdims=True) + 1e-6)),
+    "batched_matmul_broadcast": ([(2, 1, 3, 4), (3, 4, 5)], lambda a, b: B.make_node("matmul", [a, b]),
+                                 lambda a, b: np.matmul(a, b)),
+    "transpose_view": ([(1, 6, 4)], lambda x: B.make_node("transpose", [x], {"perm": (1, 0, 2)}),
+                       lambda x: np.transpose(x, (1, 0, 2))),
+    "tanh_wide": ([(5, 40)], lambda x: B.make_node("tanh", [B.make_node("mul", [x, F.const(np.float32(3), [])._node])]),
+                  lambda x: np.tanh(x * np.float32(3))),
+    "matmul_rows": ([(7, 9)], lambda x: B.make_node(
+        "matmul_ex", [x, F.const(np.arange(9 * 20, dtype=np.float32).reshape(9, 20) / 50, [9, 20])._node,
+                      F.const(np.arange(20, dtype=np.float32) / 10, [20])._node], {"act": "relu6"}),
+        lambda x: np.clip(x @ (np.arange(9 * 20, dtype=np.float32).reshape(9, 20) / 50)
+                          + np.arange(20, dtype=np.float32) / 10, 0, 6)),
+}
+
+
+def test_step_writers_match_numpy() -> None:
+    # every case in one model (one kernel to compile): a case the kernel declined would leave the
+    # whole plan on numpy, which the last assertion catches
+    names = sorted(_CASES)
+    shapes = [s for n in names for s in _CASES[n][0]]
+    xs = [F.placeholder(list(s)) for s in shapes]
+    outs, k = [], 0
+    for n in names:
+        count = len(_CASES[n][0])
+        outs.append(B.wrap(_CASES[n][1](*[x._node for x in xs[k:k + count]])))
+        k += count
+    mod = nn.load_module(xs, outs)
+    rng = np.random.default_rng(5)
+    for _ in range(3):
+        vals = [rng.standard_normal(s).astype(np.float32) for s in shapes]
+        got = [o.read() for o in mod.forward([F.const(v, list(v.shape)) for v in vals])]
+        k = 0
+        for n, g in zip(names, got):
+            count = len(_CASES[n][0])
+            want = _CASES[n][2](*vals[k:k + count])
+            k += count
+            assert g.shape == want.shape, n
+            np.testing.assert_allclose(g, want, rtol=1e-5, atol=1e-5, err_msg=n)
+    assert _compiled(mod), "a case was not compiled into the plan kernel"
+
+
+def test_tanh_keeps_nan_and_saturates() -> None:
+    mod = _module(lambda x: B.make_node("tanh", [x]), [(8,)])
+    xv = np.array([np.nan, np.inf, -np.inf, 0.0, 1e-20, -0.05, 0.2, 30.0], np.float32)
+    for _ in range(2):
+        got = mod.forward([F.const(xv, [8])])[0].read()
+    assert _compiled(mod)
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(np.tanh(xv)))
+    np.testing.assert_allclose(got, np.tanh(xv), rtol=1e-6, atol=0)
+
+
+def test_a_kernel_compiling_in_the_background_is_asked_for_again(monkeypatch) -> None:
+    from mnnjit.backends import registry
+    backend = registry.current()
+    real = backend.compile_step_list
+    answers = [False, False]
+
+    def deferred_then_ready(*args, **kwargs):
+        return answers.pop(0) if answers else real(*args, **kwargs)
+    monkeypatch.setattr(backend, "compile_step_list", deferred_then_ready)
+    monkeypatch.setenv("MNNJIT_PLAN_KERNEL_CALLS", "1")
+    mod = _module(lambda x: B.make_node("sigmoid", [x]), [(3, 4)])
+    xv = np.linspace(-3, 3, 12, dtype=np.float32).reshape(3, 4)
+    for _ in range(10):
+        got = mod.forward([F.const(xv, [3, 4])])[0].read()
+        np.testing.assert_allclose(got, 1 / (1 + np.exp(-xv)), rtol=1e-6)
+    assert not answers and _compiled(mod)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(pytest.main([os.path.abspath(__file__), "-n", "0", "-q"]))
