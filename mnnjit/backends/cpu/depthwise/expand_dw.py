@@ -25,7 +25,7 @@ from mnnjit.backends.cpu.runtime import numba_setup  # noqa: F401  (first: OpenM
 from numba import get_num_threads, njit, prange
 
 from mnnjit.backends.cpu.fp16 import load, store
-from mnnjit.backends.cpu.gemm.conv import (ConvGemm, _aligned_rows, _copy_block, _deq_panels, _finish_act, _pack_tail,
+from mnnjit.backends.cpu.gemm.conv import (ConvGemm, _aligned_rows, _copy_block, _finish_act, _pack_tail,
                         _tail_block, _tile, _tile_to)
 from mnnjit.backends.cpu.depthwise.planes import Depthwise
 from mnnjit.backends.cpu.depthwise.flat import (_BAND, _S2_HALVES_MAX_W, _S2_SLACK, _dw3_plane_s1,
@@ -34,6 +34,7 @@ from mnnjit.backends.cpu.depthwise.flat import (_BAND, _S2_HALVES_MAX_W, _S2_SLA
                              _s2_quarter_bands, _split_row_f32)
 from mnnjit.backends.cpu.cnn_steps import _keep_alive
 from mnnjit.backends.cpu.gemm.tile import MR, NR
+from mnnjit.backends.cpu.quant import deq_panels
 from mnnjit.backends.cpu.runtime.intrinsics import borrow
 
 __all__ = ["ExpandDepthwise"]
@@ -182,9 +183,12 @@ def _dw_planes_s2_quarters(mid, rows, L, ml, acc, dw_w, dw_b, c0, out2, o0, OH, 
 
 
 @njit(inline="always")
-def _task_panels(w, kind, codes8, codes4, scale, offset, bs, O, K, nchunk, task):
-    """(image, first panel, end panel, float32 panels) of an expand+depthwise task: tasks are
-    (image, chunk of the 1x1 layer's panels); quantized codes are dequantized per task."""
+def _task_panels(w, kind, K, O, nchunk, task):
+    """(image, first panel, end panel, weight buffer) of an expand+depthwise task: tasks are
+    (image, chunk of the 1x1 layer's panels). Float weights: the task's packed panels. Quantized
+    codes: a one-panel float32 buffer, which :func:`_panel_weights` fills per panel right
+    before its use (the task's panels dequantized at once - 0.6 MB for 160 -> 960 at one
+    thread - no longer fit L2 by the time the expansion reads them)."""
     npanel = (O + MR - 1) // MR
     n = task // nchunk
     ch = task % nchunk
@@ -193,9 +197,18 @@ def _task_panels(w, kind, codes8, codes4, scale, offset, bs, O, K, nchunk, task)
     if kind == 0:
         wq = w[q0 * K * MR:q1 * K * MR]
     else:
-        wq = np.empty((q1 - q0) * K * MR, w.dtype)
-        _deq_panels(kind, codes8, codes4, scale, offset, bs, 0, O, q0, q1, K, wq)
+        wq = np.empty(K * MR, w.dtype)
     return n, q0, q1, wq
+
+
+@njit(inline="always")
+def _panel_weights(kind, codes8, codes4, scale, offset, bs, O, K, q, q0, wq, tmp):
+    """The first panel index of the buffer ``wq`` once panel ``q`` is in it: ``q0`` for the
+    task's float panels; for quantized codes panel ``q`` is dequantized into ``wq`` now."""
+    if kind == 0:
+        return q0
+    deq_panels(kind, codes8, codes4, scale, offset, bs, 0, O, q, q + 1, K, wq, tmp)
+    return q
 
 
 @njit(cache=True)
@@ -212,9 +225,10 @@ def _xdw_task(x, w, kind, codes8, codes4, scale, offset, bs, bias, act1,
     tail = P - nfull * NR
     xflat = x.reshape(N, K, P)
     out2 = out.reshape(N * O, OH * OW)
-    n, q0, q1, wq = _task_panels(w, kind, codes8, codes4, scale, offset, bs, O, K, nchunk, task)
+    n, q0, q1, wq = _task_panels(w, kind, K, O, nchunk, task)
     if q1 <= q0:
         return
+    tmp_a = np.empty((MR if kind else 1, K), np.float32)
     # scratch arrays are used through borrowed views (intrinsics.borrow: no atomic reference
     # counts per slice and per inlined call in this serial task), kept alive below
     wp = borrow(wq)
@@ -238,7 +252,8 @@ def _xdw_task(x, w, kind, codes8, codes4, scale, offset, bs, bias, act1,
         t0, t1, t2, t3 = _flat_s1_scratch(H, W)
     s0, s1, s2v, s3 = borrow(t0), borrow(t1), borrow(t2), borrow(t3)
     for q in range(q0, q1):
-        _expand_panel(x, n, wp, q, q0, K, P, bias, reg_act, act1, mid, btile, ctile, tail, xpk,
+        b0 = _panel_weights(kind, codes8, codes4, scale, offset, bs, O, K, q, q0, wq, tmp_a)
+        _expand_panel(x, n, wp, q, b0, K, P, bias, reg_act, act1, mid, btile, ctile, tail, xpk,
                       packed)
         rows = min(MR, O - q * MR)
         if s2 and W > _S2_HALVES_MAX_W:
@@ -255,7 +270,7 @@ def _xdw_task(x, w, kind, codes8, codes4, scale, offset, bs, bias, act1,
     _keep_alive(btile_a, wq)
     _keep_alive(xpk_a, t0)
     _keep_alive(t1, t2)
-    _keep_alive(t3, t3)
+    _keep_alive(t3, tmp_a)
 
 
 @njit(cache=True)
@@ -269,9 +284,10 @@ def _xdw_task_quarters(x, xq_all, w, kind, codes8, codes4, scale, offset, bs, bi
     O, OH, OW = out.shape[1], out.shape[2], out.shape[3]
     reg_act = act1 if act1 <= 2 else 0
     out2 = out.reshape(N * O, OH * OW)
-    n, q0, q1, wq = _task_panels(w, kind, codes8, codes4, scale, offset, bs, O, K, nchunk, task)
+    n, q0, q1, wq = _task_panels(w, kind, K, O, nchunk, task)
     if q1 <= q0:
         return
+    tmp_a = np.empty((MR if kind else 1, K), np.float32)
     wp = borrow(wq)
     Q = OH * OW
     Qs = xq_all.shape[1] // 4
@@ -297,7 +313,8 @@ def _xdw_task_quarters(x, xq_all, w, kind, codes8, codes4, scale, offset, bs, bi
     _edge_masks(ml_a, mr_a, rb, OW)
     acc_a = np.empty(rb, np.float32)
     for q in range(q0, q1):
-        _expand_panel_quarters(x, wp, q, q0, K, Q, Qs, L, front, bias, reg_act, act1, mid, btq,
+        b0 = _panel_weights(kind, codes8, codes4, scale, offset, bs, O, K, q, q0, wq, tmp_a)
+        _expand_panel_quarters(x, wp, q, b0, K, Q, Qs, L, front, bias, reg_act, act1, mid, btq,
                                ctile, xq)
         rows = min(MR, O - q * MR)
         _dw_planes_s2_quarters(mid, rows, L, ml_a, acc_a, dw_w, dw_b, q * MR, out2, n * O, OH,
@@ -305,6 +322,7 @@ def _xdw_task_quarters(x, xq_all, w, kind, codes8, codes4, scale, offset, bs, bi
     _keep_alive(xq_all, wq)
     _keep_alive(btq_a, mid_a)
     _keep_alive(ctile_a, mr_a)
+    _keep_alive(tmp_a, tmp_a)
 
 
 @njit(parallel=True, cache=True, error_model="numpy")
