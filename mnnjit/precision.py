@@ -11,15 +11,20 @@ MNN's runtime config (``MNN.nn.create_runtime_manager(({'precision': ..., 'memor
                           (``np.float16``, uint16 bits inside Numba; F16C conversions on load and
                           store, :mod:`mnnjit.backends.cpu.fp16`), every kernel computes in float32;
                           weights stay float32 micro-kernel panels (float16 panels measured 3x
-                          slower: one scalar widening per weight per k-step); model inputs and
-                          outputs stay float32.
+                          slower: one scalar widening per weight per k-step); fused blocks keep
+                          their insides float32 (the expand+depthwise block widens its input once
+                          per launch, halves only at its output); model inputs and outputs stay
+                          float32. Each step's choice: ``backends.cpu.weights.plan_choices``.
+                          This CPU has no fp16 arithmetic: float16 pays only where a layer is
+                          bound by memory traffic (``benchmarks/RESULTS.md``).
 ``memory`` 0, 1           weight-quantized models are decoded to float once, at load, as MNN does.
 ``memory`` 2 (low)        8-bit and <=4-bit quantized convolution weights stay codes in memory
                           (int8, or two 4-bit codes a byte) with per-channel/per-block scale and
                           offset; each convolution task dequantizes the weight panels it needs
-                          into a cache-resident scratch once per forward, feeding the GEMM
-                          micro-kernel; 8-bit classifiers (1x1 on one pixel) read the codes in a
-                          GEMV. Float (non-quantized) models are unaffected, as in MNN.
+                          into a cache-resident scratch once per forward (the expand+depthwise
+                          block: one L1-resident panel at a time, right before its use),
+                          feeding the GEMM micro-kernel; 8-bit classifiers (1x1 on one pixel)
+                          read the codes in a GEMV. Float (non-quantized) models are unaffected, as in MNN.
 ========================  ==========================================================================
 
 For Vars built with ``mnnjit.expr``: the precision given to ``set_global_executor_config`` is
