@@ -24,7 +24,8 @@ MNN's runtime config (``MNN.nn.create_runtime_manager(({'precision': ..., 'memor
                           into a cache-resident scratch once per forward (the expand+depthwise
                           block: one L1-resident panel at a time, right before its use),
                           feeding the GEMM micro-kernel; 8-bit classifiers (1x1 on one pixel)
-                          read the codes in a GEMV. Float (non-quantized) models are unaffected, as in MNN.
+                          read the codes in a GEMV. Float (non-quantized) models are
+                          unaffected, as in MNN.
 ========================  ==========================================================================
 
 For Vars built with ``mnnjit.expr``: the precision given to ``set_global_executor_config`` is
