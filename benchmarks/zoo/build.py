@@ -9,6 +9,10 @@ saves a seeded input and real MNN's output for it (``<name>.npz``: ``in0_<input>
 the layout of ``shared/models``) and ONNX Runtime's largest difference from real MNN. The zoo's
 ``MANIFEST.json`` lists the entries (files, input and output names and shapes, description).
 
+The committed test fixtures (``tests/models/data/zoo``, checked by ``tests/models/test_models_zoo.py``
+without torch) are made by ``build.py --out tests/models/data/zoo --no-onnx --only tf_l1_s8_d64
+lstm_bi_l2_t10_h32 gru_l1_t5_h32 gru_bi_l1_t50_h64 vit_tiny``.
+
 Needs torch, onnx, onnxruntime and MNN (the benchmark's oracles); mnnjit itself is not imported.
 """
 from __future__ import annotations
@@ -130,8 +134,8 @@ ZOO: list[Entry] = [
     Entry("lstm_l2_t100_h128", "lstm", "LSTM 64->128, 2 layers, 100 steps", _rnn("lstm", 64, 128, 2, False),
           (100, 1, 64), 13),
     Entry("gru_l1_t5_h32", "gru", "GRU 16->32, 1 layer, 5 steps", _rnn("gru", 16, 32, 1, False), (5, 1, 16), 14),
-    Entry("gru_bi_l1_t50_h64", "gru", "bidirectional GRU 32->64, 1 layer, 50 steps, batch 4",
-          _rnn("gru", 32, 64, 1, True), (50, 4, 32), 15),
+    Entry("gru_bi_l1_t50_h64", "gru", "bidirectional GRU 32->64, 1 layer, 50 steps, batch 2",
+          _rnn("gru", 32, 64, 1, True), (50, 2, 32), 15),
     Entry("gru_l2_t20_h64", "gru", "GRU 32->64, 2 layers, 20 steps", _rnn("gru", 32, 64, 2, False), (20, 1, 32), 16),
     # MLPs [batch, features]
     Entry("mlp_b1", "mlp", "Linear(64,128)-ReLU-Linear(128,10)-Softmax, batch 1", _mlp([64, 128, 10]), (1, 64), 21),
@@ -165,8 +169,9 @@ def real_mnn_outputs(mnn_path: str, x: np.ndarray, outputs: list[str]) -> list[n
     return [np.array(v.read(), dtype=np.float32) for v in got]
 
 
-def build(e: Entry, out: str) -> dict:
-    """Export, convert and run one entry; returns its manifest record."""
+def build(e: Entry, out: str, keep_onnx: bool = True) -> dict:
+    """Export, convert and run one entry; returns its manifest record (``keep_onnx=False``: the
+    ONNX file is deleted after use, as for the committed test fixtures)."""
     import onnxruntime as ort
     import torch
     torch.manual_seed(e.seed)
@@ -183,12 +188,14 @@ def build(e: Entry, out: str) -> dict:
     sess = ort.InferenceSession(onnx_path, providers=["CPUExecutionProvider"])
     ref = sess.run(None, {"x": x})
     ort_diff = max(float(np.abs(a - b).max()) for a, b in zip(ref, ys))
+    if not keep_onnx:
+        os.remove(onnx_path)
     arrays = {"in0_x": x}
     arrays.update({f"out0_{n}": y for n, y in zip(e.outputs, ys)})
     np.savez(os.path.join(out, f"{e.name}.npz"), **arrays)
     return {
         "kind": e.kind, "description": e.description, "seed": e.seed,
-        "files": {"mnn": f"{e.name}.mnn", "onnx": f"{e.name}.onnx", "npz": f"{e.name}.npz"},
+        "files": {"mnn": f"{e.name}.mnn", "npz": f"{e.name}.npz", **({"onnx": f"{e.name}.onnx"} if keep_onnx else {})},
         "inputs": [{"name": "x", "shape": list(x.shape), "dtype": "float32", "key": "in0_x"}],
         "outputs": [{"name": n, "shape": list(y.shape), "key": f"out0_{n}"} for n, y in zip(e.outputs, ys)],
         "ort_max_abs_diff": ort_diff,
@@ -201,6 +208,8 @@ def main() -> None:
     ap.add_argument("--out", default=DEFAULT_OUT)
     ap.add_argument("--only", nargs="+", default=None, help="entry names (default: all)")
     ap.add_argument("--list", action="store_true", help="print the entries and exit")
+    ap.add_argument("--no-onnx", action="store_true",
+                    help="delete each ONNX file after use (fixtures: tests/models/data/zoo keeps .mnn and .npz)")
     args = ap.parse_args()
     if args.list:
         for e in ZOO:
@@ -227,7 +236,7 @@ def main() -> None:
     for e in ZOO:
         if wanted and e.name not in wanted:
             continue
-        rec = build(e, args.out)
+        rec = build(e, args.out, keep_onnx=not args.no_onnx)
         manifest["entries"][e.name] = rec
         # entries in the zoo's order (kinds together, small to large)
         order = [z.name for z in ZOO]
