@@ -14,7 +14,7 @@ user's loop: build the input Var, forward, read the output (mnnjit and real MNN 
 ``F.const(x, shape, F.NCHW)`` or a placeholder and ``write``, ``net.forward(x)``, ``y.read()``;
 ONNX Runtime: ``sess.run(None, {"x": x})`` on its own session with ``intra_op_num_threads``). The
 reported figure is the median over the rounds; the JSON keeps every round and the load average.
-Every child takes ``/tmp/mnnjit-bench.lock`` (flock) so two benchmarks never time at once.
+The run holds ``/tmp/mnnjit-bench.lock`` (flock) so two benchmarks never time at once.
 mnnjit's and ONNX Runtime's outputs are checked against real MNN's stored output.
 """
 from __future__ import annotations
@@ -88,10 +88,8 @@ def _child(framework: str, threads: int, models: list[str], zoo: str, seconds: f
     env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
     env.setdefault("MNNJIT_COMPILE", "sync")
     env.setdefault("MNNJIT_CACHE_DIR", "/tmp/mnnjit-cache")
-    with open(LOCK, "w") as lk:
-        fcntl.flock(lk, fcntl.LOCK_EX)
-        out = subprocess.run([sys.executable, "-c", CHILD, spec], capture_output=True, text=True, env=env,
-                             timeout=3600)
+    out = subprocess.run([sys.executable, "-c", CHILD, spec], capture_output=True, text=True, env=env,
+                         timeout=3600)
     for line in out.stdout.splitlines():
         if line.startswith("RESULT"):
             return json.loads(line[len("RESULT"):])
@@ -106,7 +104,9 @@ def _fmt(s: float | None) -> str:
 
 def run(zoo: str, models: list[str], thread_counts: list[int], rounds: int, seconds: float, inp: str) -> dict:
     """Medians per model, thread count and framework, with the rounds they came from."""
-    out: dict = {"rounds": rounds, "seconds": seconds, "input": inp, "cpus": os.cpu_count(), "results": {}}
+    out: dict = {"rounds": rounds, "seconds": seconds, "input": inp, "cpus": os.cpu_count(),
+                 "env": {k: v for k, v in sorted(os.environ.items()) if k.startswith(("MNNJIT_", "NUMBA_", "OMP_"))},
+                 "results": {}}
     for th in thread_counts:
         raw: dict = {fw: [] for fw in FRAMEWORKS}
         for r in range(rounds):
@@ -161,7 +161,10 @@ def main() -> None:
     unknown = set(models) - set(entries)
     if unknown:
         raise SystemExit(f"not in the zoo at {args.zoo}: {sorted(unknown)}")
-    out = run(args.zoo, models, args.threads, args.rounds, args.seconds, args.input)
+    # one lock for the whole run (the children of a round follow each other with nothing timed between)
+    with open(LOCK, "a") as lk:
+        fcntl.flock(lk, fcntl.LOCK_EX)
+        out = run(args.zoo, models, args.threads, args.rounds, args.seconds, args.input)
     print(table(out, {n: entries[n]["description"] for n in models}))
     if args.json:
         os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
