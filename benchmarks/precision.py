@@ -49,10 +49,12 @@ def vm_hwm_mb() -> float:
 
 
 def timeit(fn: Callable[[], object], reps: int) -> Dict[str, float]:
-    """min and median wall time in ms after one warm-up call, and the median CPU time (all
+    """min and median wall time in ms after three warm-up calls (the first forwards after the
+    first are still slow: arenas, bound launches, thread teams), and the median CPU time (all
     threads of the process) per call: on a machine shared with other jobs the CPU time of a
     1-thread run is the steadiest measure (wall time includes waiting for a core)."""
-    fn()
+    for _ in range(3):
+        fn()
     ts, cs = [], []
     for _ in range(reps):
         c = time.process_time()
