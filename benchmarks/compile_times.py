@@ -9,8 +9,9 @@ default), runs forwards until no new kernel is queued, waits for the background 
 every job: the kernel's name and signature, its compile wall time and the worker's CPU seconds for
 it (a kernel's callees compile inside it and count in its time). The worker compiles one kernel at
 a time, so the CPU seconds add up to the background compile cost. The first job also pays the
-worker's imports (mnnjit's kernel modules and Numba's start-up), reported separately as
-``worker_startup_cpu_s`` (the CPU time of a job that loads an already compiled kernel).
+worker's imports (mnnjit's kernel modules and Numba's start-up, a few CPU seconds).
+With ``MNNJIT_BENCH_JOBS=<file>`` each child also pickles how to compile each job again alone
+(module, file, qualname, signature) for experiments on one kernel.
 """
 from __future__ import annotations
 
