@@ -94,3 +94,21 @@ def test_zoo_rnn_other_lengths_match_live_real_mnn(name: str, monkeypatch: pytes
         want = rm.forward(real.expr.const(x, list(x.shape), real.expr.NCHW)).read()
         got = m.forward(MNN.expr.const(x, list(x.shape))).read()
         assert close(got, np.asarray(want)), (name, steps)
+
+
+def test_long_unrolled_plan_stays_on_numpy(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A bidirectional 2-layer LSTM unrolls into hundreds of steps per signature: the plan-kernel
+    tier declines it (its Numba compile would take many minutes) and the forward stays correct."""
+    from mnnjit import settings as config
+    from mnnjit.backends.cpu.codegen import whole_plan
+    monkeypatch.setenv("MNNJIT_PLAN_KERNEL_CALLS", "0")
+    name = "lstm_bi_l2_t10_h32"
+    data = np.load(os.path.join(ZOO, ENTRIES[name]["files"]["npz"]))
+    x, want = data["in0_x"], data["out0_y"]
+    m = _load(name, 1)
+    before = config.counters["plan_kernel_declined"]
+    for _ in range(2):
+        got = m.forward(MNN.expr.const(x, list(x.shape))).read()
+        assert close(got, want)
+    assert len(m._last_plan.steps) > whole_plan.MAX_STEPS
+    assert config.counters["plan_kernel_declined"] == before + 1

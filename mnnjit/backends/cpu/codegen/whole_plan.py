@@ -39,6 +39,11 @@ HOT_CALLS = 32
 #: Largest product (m * n * k) a matmul step may have: bigger ones are faster in OpenBLAS.
 MAX_MACS = 1 << 21
 
+#: Plans with more steps stay on their numpy function. Numba's compile time grows faster than the
+#: step count (zoo RNNs, their While loops unrolled: 104 steps ~30 s, 192 steps ~2 min, 771 steps
+#: over 10 min on a loaded 2-core machine), so a sync-mode forward would stall for minutes.
+MAX_STEPS = 256
+
 #: Matmuls with fewer outputs per row than this (and constant weights) sum each output as one dot
 #: product over k: a vector loop over 10 outputs would be mostly remainder.
 NARROW = 16
@@ -689,6 +694,8 @@ def compile_plan(steps: list, init: list, feed_slots: list, out_slots: list, ord
     or False while the kernel compiles in the background (the caller asks again later).
     With ``check`` and ``sample``, the kernel's first result on ``sample`` must match ``check``'s
     (a self-test against the numpy function; a mismatch keeps the numpy function)."""
+    if len(steps) > MAX_STEPS:
+        return None
     made = plan_source(steps, init, feed_slots, out_slots, order)
     if made is None:
         return None
