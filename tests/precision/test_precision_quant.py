@@ -105,13 +105,31 @@ def test_quant_matmul_narrow_and_wide_per_block_asymmetric(n):
     assert np.allclose(src.matmul(b), want, rtol=1e-4, atol=1e-4)
 
 
+def _both_deq(kind, c8, c4, sc, of, bs, o, npanel, k, a, b, tmp):
+    """Both dequantizations into ``a`` (gemm.conv's) and ``b`` (quant.deq_panels), compiled once."""
+    from numba import njit
+    from mnnjit.backends.cpu.gemm.conv import _deq_panels
+    global _both_deq_k
+    if _both_deq_k is None:
+        deq = Q.deq_panels
+
+        @njit
+        def run(kind, c8, c4, sc, of, bs, o, npanel, k, a, b, tmp):
+            _deq_panels(kind, c8, c4, sc, of, bs, 0, o, 0, npanel, k, a)
+            deq(kind, c8, c4, sc, of, bs, 0, o, 0, npanel, k, b, tmp)
+        _both_deq_k = run
+    _both_deq_k(kind, c8, c4, sc, of, bs, o, npanel, k, a, b, tmp)
+
+
+_both_deq_k = None
+
+
 @pytest.mark.parametrize("o,k,bits,block", [(13, 40, 8, 40), (12, 64, 8, 16), (7, 48, 4, 48), (20, 32, 4, 8)])
 def test_deq_panels_matches_the_conv_kernels_dequantization(o, k, bits, block):
     """quant.deq_panels (rows dequantized contiguously, then interleaved into panels) gives the
     very panels gemm.conv._deq_panels does - memory=low outputs do not move - including rows
     past the last output channel (zeros), per-block asymmetric scales and 4-bit codes."""
-    from numba import njit
-    from mnnjit.backends.cpu.gemm.conv import PackedWeights, _deq_panels
+    from mnnjit.backends.cpu.gemm.conv import PackedWeights
     rng = np.random.default_rng(o * k + bits)
     lim = 127 if bits == 8 else 7
     codes = rng.integers(-lim - 1, lim + 1, (o, k)).astype(np.int8)
@@ -119,15 +137,10 @@ def test_deq_panels_matches_the_conv_kernels_dequantization(o, k, bits, block):
     offset = rng.uniform(-0.05, 0.05, (o, k // block)).astype(np.float32)
     w = PackedWeights.from_quant_rows(Q.QuantRows(codes, scale, offset, (o, k), block, bits))
     npanel = (o + 5) // 6
-
-    @njit
-    def both(kind, c8, c4, sc, of, bs, a, b, tmp):
-        _deq_panels(kind, c8, c4, sc, of, bs, 0, o, 0, npanel, k, a)
-        Q.deq_panels(kind, c8, c4, sc, of, bs, 0, o, 0, npanel, k, b, tmp)
-
     a = np.full(npanel * 6 * k, np.nan, np.float32)
     b = np.full_like(a, np.nan)
-    both(w.kind, w.codes8, w.codes4, w.scale, w.offset, w.block, a, b, np.empty((6, k), np.float32))
+    _both_deq(w.kind, w.codes8, w.codes4, w.scale, w.offset, w.block, o, npanel, k, a, b,
+              np.empty((6, k), np.float32))
     assert np.array_equal(a, b)
     dense = codes.astype(np.float32).reshape(o, k // block, block) * scale[..., None] + offset[..., None]
     assert np.array_equal(b.reshape(npanel, k, 6)[:, :, :].transpose(0, 2, 1).reshape(-1, k)[:o],
