@@ -40,12 +40,15 @@ class GraphIR:
 
     ``placeholders`` are the graph's inputs (``Node``s with op ``placeholder``, fed per run in this
     order), ``outputs`` the nodes whose values a run returns, ``out_fmts`` their data formats.
-    Constant nodes (op ``const``) carry weights; everything else is computed.
+    Constant nodes (op ``const``) carry weights; everything else is computed. ``fusion`` is the rules
+    object the compiler's fusion pass used on this graph (:meth:`Backend.fusion_rules`; None: the
+    graph was not fused): the backend's lowering gets back what the rules prepared while deciding.
     """
 
     placeholders: list
     outputs: list
     out_fmts: list[str] = field(default_factory=list)
+    fusion: Any = None
 
 
 class CompiledGraph(Protocol):
@@ -88,6 +91,12 @@ class Backend(ABC):
     def run_op(self, node: Any, inputs: Sequence[Any]) -> Any:
         """Run one op with this backend's kernel; returns its value (a tuple for multi-output ops),
         or None when it cannot after all."""
+
+    def fusion_rules(self, modes: Any = None) -> Any:
+        """The rules deciding which chains of a graph this backend runs as one kernel (an object with
+        ``accepts(pattern, body) -> bool``, see ``compiler/fuse_blocks.py``), or None: no fusion.
+        The compiler makes one per graph lowering and hands it back in ``GraphIR.fusion``."""
+        return None
 
     def lower_graph(self, graph: GraphIR, modes: Any = None) -> CompiledGraph | None:
         """Compile a whole static graph for this backend, or None to leave it to step plans."""

@@ -57,7 +57,8 @@ def _compile(backend: Backend, graph: GraphIR, modes: Any) -> Any:
     if delegates(backend):
         from .partition import lower_partitioned
         return lower_partitioned(graph, backend, modes)
-    return backend.lower_graph(graph, modes)
+    from .fuse_blocks import fuse
+    return backend.lower_graph(fuse(graph, backend.fusion_rules(modes)), modes)
 
 
 def lower(graph: GraphIR, modes: Any = None, backend: Backend | None = None) -> Any:

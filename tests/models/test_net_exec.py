@@ -165,7 +165,7 @@ def test_large_inverted_residual_block_runs_as_one_step(c, hw, relu_after, threa
     tensor over EXPANDED_FUSE_MIN_BYTES (144 channels of 56x56 or more): one fused step (the
     residual's ``convres`` over a :class:`DepthwisePointwise` taking the expansion), the
     reference plan's numbers."""
-    from mnnjit.backends.cpu.kernel_steps import EXPANDED_FUSE_MIN_BYTES
+    from mnnjit.backends.cpu.conv_kernels import EXPANDED_FUSE_MIN_BYTES
     from mnnjit_models_fixtures import _Builder
     t = 144
     assert t * hw * hw * 4 >= EXPANDED_FUSE_MIN_BYTES
@@ -305,7 +305,8 @@ def test_winograd_workspaces_come_from_the_pool(threads):
     """Winograd steps take their workspace from the plan's buffer pool: a buffer free at that
     step (never the step's input, residual or output), the same results as the per-thread
     workspace, across forwards."""
-    from mnnjit.backends.cpu.kernel_steps import _step_inputs, _Winograd
+    from mnnjit.backends.cpu.kernel_steps import _step_inputs
+    from mnnjit.backends.cpu.conv_kernels import Winograd
     from mnnjit_models_fixtures import resnet18_onnx
     stem = os.path.join(_DIR, "r18w16")
     if not os.path.exists(stem + ".mnn"):
@@ -317,7 +318,7 @@ def test_winograd_workspaces_come_from_the_pool(threads):
     got = [np.array(m.forward(MNN.expr.const(x, [1, 3, 64, 64])).read()) for x in xs]
     plan = m._last_plan
     assert type(plan).__name__ == "NetPlan"
-    winos = [st for st in plan.steps if st[0] != "ref" and isinstance(st[1], _Winograd)]
+    winos = [st for st in plan.steps if st[0] != "ref" and isinstance(st[1], Winograd)]
     assert winos and all(st[1].scratch is not None for st in winos)
     for st in winos:
         for s in _step_inputs(st) + [st[-1]]:

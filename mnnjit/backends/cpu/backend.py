@@ -110,6 +110,12 @@ class CPUBackend(Backend):
         # None while its kernels compile in the background: the caller runs the op's reference
         return run_or_none(fn, list(inputs), node.attrs)
 
+    def fusion_rules(self, modes: Any = None) -> Any:
+        """The convolutions prepared for one lowering, deciding which blocks fuse
+        (:class:`.conv_kernels.ConvKernels`)."""
+        from mnnjit.backends.cpu.conv_kernels import ConvKernels
+        return ConvKernels(modes, jit.get_num_threads())
+
     def lower_graph(self, graph: Any, modes: Any = None) -> Any:
         """The graph as kernel steps on a buffer arena (:class:`.kernel_steps.NetPlan`)."""
         from mnnjit.backends.cpu.kernel_steps import NetPlan

@@ -1,22 +1,24 @@
 """The CPU backend's graph lowering: a static graph (a model forward or an expression graph) as a fixed
 list of Numba kernel calls on preallocated buffers.
 
-:class:`NetPlan` walks a :class:`mnnjit.backends.base.GraphIR` (from ``compiler.lower``) once, for one input
-signature, mode and thread count, and turns every node into a step:
+:class:`NetPlan` walks a :class:`mnnjit.backends.base.GraphIR` (from ``compiler.lower``, after the compiler's
+fusion pass: ``compiler/fuse_blocks.py``) once, for one input signature, mode and thread count, and
+turns every node into a step:
 
 * convolutions (``mnn_conv2d``, or ``conv2d`` with constant weights:
-  :func:`mnnjit.ops.conv_info.conv_params`) -> :class:`mnnjit.backends.cpu.gemm.conv.ConvGemm` (the register-blocked
-  micro-kernel, bias and relu/relu6 fused; weights packed once as float32 panels, or kept as
-  int8/4-bit codes under memory=low; 8-bit classifiers as a GEMV on the codes), depthwise ones ->
-  :class:`.depthwise.Depthwise`, 3x3 stride-1 ones -> Winograd when :mod:`.winograd` says so;
-  a 1x1 convolution and the 3x3 depthwise one it alone feeds -> :class:`.expand_dw.ExpandDepthwise`
-  (step ``xdw``), a 3x3 stride-1 depthwise one and the 1x1 it alone feeds ->
-  :class:`.dw_pointwise.DepthwisePointwise` (step ``dwpw``; float32 or float16 activations, float or quantized weights), with the
-  convolution producing the depthwise input inside it when only that reads it (MobileNetV2's
-  stem: its 1.6 MB output is computed band by band and never stored), and so a whole inverted
-  residual block whose expanded tensor is large (:data:`EXPANDED_FUSE_MIN_BYTES`);
-* ``add`` of two same-shape tensors, with a ``relu``/``relu6`` that only it feeds folded in;
-  lone activations; max pooling (:mod:`.pool`), average pooling, global average pooling;
+  :func:`mnnjit.ops.conv_info.conv_params`), prepared by :class:`.conv_kernels.ConvKernels` (the rules the
+  fusion pass asked, handed back in ``GraphIR.fusion``) -> :class:`mnnjit.backends.cpu.gemm.conv.ConvGemm`
+  (the register-blocked micro-kernel, bias and relu/relu6 fused; weights packed once as float32
+  panels, or kept as int8/4-bit codes under memory=low), :class:`.depthwise.planes.Depthwise`, or
+  Winograd for 3x3 stride-1 layers when :mod:`.gemm.winograd` says so;
+* ``fused_block`` nodes, one step each: ``expand_dw`` -> :class:`.depthwise.expand_dw.ExpandDepthwise`
+  (step ``xdw``); ``dw_pointwise`` / ``expand_dw_pointwise`` -> :class:`.depthwise.dw_pointwise.DepthwisePointwise`
+  (step ``dwpw``; float32 or float16 activations, float or quantized weights; the convolution
+  producing the depthwise input runs inside it: MobileNetV2's stem, or a whole inverted residual
+  block); ``conv_residual`` -> the GEMM, Winograd or ``dwpw`` kernel adding the residual, then the
+  relu/relu6, per output block (step ``convres``); ``add_act`` -> the add kernel with its activation;
+* ``add`` of two same-shape tensors; lone activations; max pooling (:mod:`.pool`), average pooling,
+  global average pooling;
 * a float classifier's ``matmul_ex`` (one constant 2-D operand, 1-4 rows on the other) ->
   :class:`.gemv.Gemv` (weights re-laid once, row blocks split over the threads, float16 weights
   under precision=low);
@@ -56,10 +58,10 @@ from mnnjit.ops import registry
 from mnnjit.backends.cpu import cnn_steps as K
 from mnnjit.backends.cpu.handwritten import registry as hand_kernels
 from mnnjit.backends.cpu.runtime.blas import single_threaded_blas
-from mnnjit.backends.cpu.gemm.conv import ConvGemm, PackedWeights, pack_grouped
-from mnnjit.backends.cpu.depthwise.planes import Depthwise
-from mnnjit.backends.cpu.depthwise.dw_pointwise import DepthwisePointwise, fusable, pre_fits
-from mnnjit.backends.cpu.depthwise.expand_dw import FUSABLE_PATHS, ExpandDepthwise
+from mnnjit.backends.cpu.conv_kernels import ConvKernels, Winograd
+from mnnjit.backends.cpu.gemm.conv import ConvGemm
+from mnnjit.backends.cpu.depthwise.dw_pointwise import DepthwisePointwise
+from mnnjit.ops.nn_fused import input_of
 from mnnjit.backends.cpu.fp16 import to_f16, to_f32
 from mnnjit.backends.cpu.runtime.launch import bind_launch
 from mnnjit.backends.cpu.runtime.step_fallback import tier_steps
@@ -86,6 +88,9 @@ class NetPlan:
         self.act_dtype = np.dtype(np.float16) if self.fp16 else np.dtype(np.float32)
         self.threads = threads or get_num_threads()
         self.weights: List[Any] = []
+        #: the prepared convolutions (the compiler's fusion pass asked these rules, graph.fusion)
+        fusion = getattr(plan, "fusion", None)
+        self.convs = fusion if isinstance(fusion, ConvKernels) else ConvKernels(modes, self.threads)
         hand_kernels.load_kernel_modules()
         order = topo_order(plan.outputs, stop_at_values=False)
         self.order = order
@@ -100,16 +105,13 @@ class NetPlan:
         #: node id -> value slot (a folded node shares the slot of the step computing it)
         self._slot = slot
         self.steps = steps = []
-        folded: Dict[int, int] = {}          # id(act node) -> slot of the add it was folded into
         for k, n in enumerate(order):
             if n.op == "const":
                 self.init[k] = n.value
                 continue
             if n.op == "placeholder":
                 continue
-            if id(n) in folded:
-                continue
-            step = self._kernel_step(n, slot, consumers, outputs, folded)
+            step = self._kernel_step(n, slot, consumers, outputs)
             if step is None:
                 # an op with a hand-written kernel (resize, pooling the steps do not take, ...)
                 # runs it on the reference step's float32 values: DeepLabV3's final bilinear
@@ -153,87 +155,22 @@ class NetPlan:
             self.steps.pop(pos)
             self.out_slots[j] = k
 
-    def _weights(self, w: Any, shape: Tuple[int, ...], group: int) -> PackedWeights:
-        O, cg, kh, kw = shape
-        if not isinstance(w, np.ndarray) and w.quantized and self.keep_quantized and group == 1:
-            from mnnjit.backends.cpu.quant import QuantRows
-            return PackedWeights.from_quant_rows(
-                QuantRows.from_quantized(w._quant, (O, cg * kh * kw)))
-        dense = w if isinstance(w, np.ndarray) else w.dense()
-        mat = np.asarray(dense, np.float32).reshape(O, cg * kh * kw)
-        # float32 panels in every mode: float16 weight panels (one scalar widening per weight and
-        # k-step inside the micro-kernel) measured 3x slower; precision=low halves the activations
-        if group > 1:
-            return pack_grouped(mat, group)
-        return PackedWeights.from_dense(mat)
-
-    def _depthwise(self, n: Node) -> Optional[Depthwise]:
-        """``n`` as a prepared depthwise convolution (group == channels, one input channel per
-        group), else None."""
-        conv = conv_params(n)
-        if conv is None or min(n.attrs["pads"]) < 0:
-            return None
-        w, bias, (O, cg, kh, kw) = conv
-        a = n.attrs
-        in_shape = n.inputs[0].shape
-        if not (int(a.get("group", 1)) == in_shape[1] == O and cg == 1):
-            return None
-        dense = w if isinstance(w, np.ndarray) else w.dense()
-        return Depthwise(np.asarray(dense).reshape(O, kh * kw), bias, in_shape, (kh, kw),
-                         a["stride"], a["pads"], a["dilation"], a.get("act", ""), self.threads)
-
-    def _kernel_step(self, n: Node, slot, consumers, outputs, folded) -> Optional[list]:
+    def _kernel_step(self, n: Node, slot, consumers, outputs) -> Optional[list]:
         ins = n.inputs
         if n.dtype != np.float32:
             return None
-        conv = conv_params(n)
-        if conv is not None and min(n.attrs["pads"]) >= 0:
-            w, bias, shape = conv
-            O, cg, kh, kw = shape
-            a = n.attrs
-            g = int(a.get("group", 1))
-            in_shape = ins[0].shape
-            act = a.get("act", "")
-            dw = self._depthwise(n)
-            if dw is not None:
-                self.weights.append(dw.w)
-                return ["dw", dw, slot[id(ins[0])], dw.out_shape]
-            wino = _winograd(w, bias, shape, in_shape, a, g, self.threads, self.keep_quantized)
-            if wino is not None:
-                self.weights.append(wino)
-                return ["wino", wino, slot[id(ins[0])], tuple(n.shape)]
-            pw = self._weights(w, shape, g)
-            self.weights.append(pw)
-            op = ConvGemm(pw, bias, in_shape, (kh, kw), a["stride"], a["pads"], a["dilation"],
-                          g, act, self.threads)
-            cons = consumers.get(id(n), [])
-            # (the consumer is prepared only for a 1x1 that could feed the fused kernel)
-            fusable = op.direct and g == 1 and not op.narrow and len(cons) == 1 and \
-                id(n) not in outputs
-            dw = self._depthwise(cons[0]) if fusable else None
-            if dw is not None and dw.path in FUSABLE_PATHS:
-                # the depthwise convolution this 1x1 alone feeds runs in the same kernel
-                self.weights.append(dw.w)
-                folded[id(cons[0])] = slot[id(n)]
-                slot[id(cons[0])] = slot[id(n)]
-                fused = ExpandDepthwise(op, dw, self.threads)
-                return ["xdw", fused, slot[id(ins[0])], fused.out_shape]
-            fused = self._depthwise_pointwise(ins[0], op, slot, consumers, outputs)
-            if fused is not None:
-                return fused
-            return ["conv", op, slot[id(ins[0])], op.out_shape]
+        if n.op == "fused_block":
+            return self._block_step(n, slot)
+        if conv_params(n) is not None and min(n.attrs["pads"]) >= 0:
+            op = self.convs.op(n)
+            kind = self.convs.kind(n)
+            self.weights.append(self.convs.weights_of(op))
+            if kind == "wino":
+                return ["wino", op, slot[id(ins[0])], tuple(n.shape)]
+            return ["dw" if kind == "dw" else "conv", op, slot[id(ins[0])], op.out_shape]
         if n.op == "add" and len(ins) == 2 and ins[0].shape == ins[1].shape == n.shape and \
                 ins[0].dtype == ins[1].dtype == np.float32:
-            act = ""
-            cons = consumers.get(id(n), [])
-            if len(cons) == 1 and cons[0].op in ("relu", "relu6") and id(n) not in outputs:
-                act = cons[0].op
-                folded[id(cons[0])] = slot[id(n)]
-                slot[id(cons[0])] = slot[id(n)]     # its consumers (later in order) read the add
-            fused = self._residual_conv(n, ins, slot, consumers, outputs, act)
-            if fused is not None:
-                return fused
-            return ["add", K._act_code(act), slot[id(ins[0])], slot[id(ins[1])], tuple(n.shape)]
+            return ["add", K._act_code(""), slot[id(ins[0])], slot[id(ins[1])], tuple(n.shape)]
         if n.op == "matmul_ex":
             return self._fc(n, slot, consumers, outputs)
         if n.op in _ACTS and ins[0].dtype == np.float32:
@@ -253,6 +190,36 @@ class NetPlan:
                 return ["maxpool", ((kh, kw), (sh, sw), tuple(p)), slot[id(x)], tuple(n.shape)]
             return ["pool", (False, kh, kw, sh, sw, p[0], p[2], p[1], p[3],
                              bool(a.get("count_include_pad", True))), slot[id(x)], tuple(n.shape)]
+        return None
+
+    def _block_step(self, n: Node, slot) -> Optional[list]:
+        """A ``fused_block`` node (the compiler's fusion pass, with :class:`.conv_kernels.ConvKernels`
+        accepting it) as one kernel step; None (its reference step) for a pattern without one."""
+        pattern, body = n.attrs["pattern"], n.attrs["body"]
+
+        def src(orig: Node) -> int:
+            return slot[id(input_of(n, orig))]
+
+        if pattern == "add_act":
+            add, act = body
+            return ["add", K._act_code(act.op), src(add.inputs[0]), src(add.inputs[1]),
+                    tuple(n.shape)]
+        for b in body:
+            if b.op != "add" and b.op not in _ACTS:
+                self.weights.append(self.convs.weights_of(self.convs.op(b)))
+        if pattern == "expand_dw":
+            op = self.convs.fused_op(pattern, body)
+            return ["xdw", op, src(body[0].inputs[0]), op.out_shape]
+        if pattern in ("dw_pointwise", "expand_dw_pointwise"):
+            op = self.convs.fused_op(pattern, body)
+            return ["dwpw", op, src(body[0].inputs[0]), op.out_shape]
+        if pattern == "conv_residual":
+            op, inner = self.convs.conv_part(body)
+            add = body[len(inner)]
+            act = body[-1].op if body[-1] is not add else ""
+            op.act = K._act_code(act) if isinstance(op, (ConvGemm, DepthwisePointwise)) else act
+            other = add.inputs[1] if add.inputs[0] is inner[-1] else add.inputs[0]
+            return ["convres", op, src(inner[0].inputs[0]), src(other), tuple(n.shape)]
         return None
 
     def _fc(self, n: Node, slot, consumers, outputs) -> Optional[list]:
@@ -293,72 +260,6 @@ class NetPlan:
             self.steps.pop(pos)
             x = x.inputs[0]
         return ["fc", op, slot[id(x)], tuple(n.shape)]
-
-    def _depthwise_pointwise(self, x: Node, op: ConvGemm, slot, consumers,
-                             outputs) -> Optional[list]:
-        """The 1x1 convolution ``op`` and the depthwise step producing its input ``x`` (read by
-        nothing else) as one :class:`.dw_pointwise.DepthwisePointwise` step, when it fuses."""
-        if id(x) in outputs or len(consumers.get(id(x), [])) != 1:
-            return None
-        pos = next((t for t, st in enumerate(self.steps)
-                    if st[0] in ("dw", "xdw") and st[-1] == slot[id(x)]), None)
-        if pos is None:
-            return None
-        if self.steps[pos][0] == "xdw":
-            # an inverted residual block (1x1 expansion, 3x3 stride-1 depthwise, this 1x1)
-            # whose expanded tensor outgrows L2 many times over: one kernel by bands of rows,
-            # nothing but its input and output in memory (MobileNetV2's 24 -> 144 -> 24 on
-            # 56x56, in forwards: 1.08 -> 0.88 ms at 1 thread, 0.82 -> 0.58 at 2; 28x28 blocks,
-            # 0.6 MB expanded, got 0.02-0.06 ms slower: left as xdw + 1x1)
-            xdw = self.steps[pos][1]
-            big = int(np.prod(xdw.expand.out_shape)) * 4 >= EXPANDED_FUSE_MIN_BYTES
-            if not (big and fusable(xdw.dw, op, self.act_dtype, self.threads)
-                    and pre_fits(xdw.expand, xdw.dw)):
-                return None
-            st = self.steps.pop(pos)
-            fused = DepthwisePointwise(xdw.dw, op, self.threads, pre=xdw.expand)
-            return ["dwpw", fused, st[2], fused.out_shape]
-        if not fusable(self.steps[pos][1], op, self.act_dtype, self.threads):
-            return None
-        st = self.steps.pop(pos)
-        pre = self._pre_conv(x.inputs[0], st[1], consumers, outputs)
-        fused = DepthwisePointwise(st[1], op, self.threads,
-                                   pre=None if pre is None else pre[1])
-        return ["dwpw", fused, st[2] if pre is None else pre[2], fused.out_shape]
-
-    def _pre_conv(self, y: Node, dw: Depthwise, consumers, outputs) -> Optional[list]:
-        """The ``conv`` step producing ``y`` (a fused depthwise layer's input read by nothing
-        else), taken out of the plan when it can run inside the fused kernel, else None."""
-        if id(y) in outputs or len(consumers.get(id(y), [])) != 1:
-            return None
-        slot_y = next((st[-1] for st in self.steps if st[0] == "conv" and
-                       self.order[st[-1]] is y), None)
-        if slot_y is None:
-            return None
-        pos = next(t for t, st in enumerate(self.steps) if st[-1] == slot_y)
-        if not pre_fits(self.steps[pos][1], dw):
-            return None
-        return self.steps.pop(pos)
-
-    def _residual_conv(self, n: Node, ins, slot, consumers, outputs, act: str) -> Optional[list]:
-        """The add ``n`` as the epilogue of a GEMM or Winograd convolution that only it consumes (a
-        residual connection): that convolution's step moves here and adds the other input (then
-        the folded activation) to each output block (row) while it is in L1."""
-        for i, other in ((0, 1), (1, 0)):
-            c = ins[i]
-            if id(c) in outputs or len(consumers.get(id(c), [])) != 1:
-                continue
-            pos = next((t for t, st in enumerate(self.steps)
-                        if st[0] in ("conv", "wino", "dwpw") and st[-1] == slot[id(c)]), None)
-            if pos is None:
-                continue
-            op = self.steps[pos][1]
-            if op.act or getattr(op, "narrow", False):
-                continue
-            op.act = K._act_code(act) if isinstance(op, (ConvGemm, DepthwisePointwise)) else act
-            x_slot = self.steps.pop(pos)[2]
-            return ["convres", op, x_slot, slot[id(ins[other])], tuple(n.shape)]
-        return None
 
     def _plan_buffers(self) -> None:
         """Assign each kernel step's output a pooled buffer (or a fresh one per forward)."""
@@ -510,7 +411,7 @@ class NetPlan:
     def _scratch_bytes(self, st: list) -> int:
         """Bytes of pooled scratch a step asks for (a Winograd convolution's workspace at the
         plan's thread count), else 0."""
-        if st[0] in ("wino", "convres") and isinstance(st[1], _Winograd):
+        if st[0] in ("wino", "convres") and isinstance(st[1], Winograd):
             return 4 * st[1].workspace_floats(self.order[st[2]].shape, self.threads)
         return 0
 
@@ -535,7 +436,7 @@ class NetPlan:
         arena's workspace for a Winograd step)."""
         kind = st[0]
         op = st[1]
-        if isinstance(op, _Winograd):
+        if isinstance(op, Winograd):
             if kind == "convres":
                 return lambda x, r, o: op.run(x, o, r, ws)
             return lambda x, o: op.run(x, o, None, ws)
@@ -577,7 +478,7 @@ class NetPlan:
         launch = getattr(st[1], "launch", None) if kind in _LAUNCHED else None
         if launch is None:
             return None
-        if isinstance(st[1], _Winograd):
+        if isinstance(st[1], Winograd):
             x, o = args[0], args[-1]
             return launch(x, o, args[1] if kind == "convres" else None, ws)
         if kind == "convres":
@@ -700,9 +601,6 @@ class _Arena:
         self.calls: List[Any] = []
 
 
-#: expanded tensors from this size run their whole inverted residual block as one ``dwpw``
-EXPANDED_FUSE_MIN_BYTES = 1 << 20
-
 #: the activation arena's alignment and granule (a transparent huge page on x86-64 Linux)
 HUGE_PAGE = 2 << 20
 _PAGE = 4096
@@ -758,71 +656,3 @@ def _f32(v: Any) -> Any:
     if isinstance(v, np.ndarray) and v.dtype == np.float16:
         return to_f32(v)
     return v
-
-
-class _Winograd:
-    """A 3x3 stride-1 convolution by Winograd F(m x m, 3 x 3) (:mod:`.winograd`), weights
-    transformed once; ``run`` takes the executor's storage arrays."""
-
-    def __init__(self, w: np.ndarray, bias: Optional[np.ndarray], pads, act: str, m: int) -> None:
-        from mnnjit.backends.cpu.gemm import winograd
-        self._conv = winograd.winograd_conv3x3
-        self.wt = winograd.winograd_weights(np.asarray(w, np.float32), m)
-        self.bias = None if bias is None else np.array(bias, np.float32).reshape(-1)
-        self.pads, self.act = tuple(int(p) for p in pads), act
-        #: float32 workspace from the plan's first arena (for inspection: each arena passes its
-        #: own to ``launch`` / ``run``; None: the module's per-thread one)
-        self.scratch: Optional[np.ndarray] = None
-
-    @property
-    def nbytes(self) -> int:
-        """Bytes of the transformed weights."""
-        return int(self.wt.u.nbytes)
-
-    def workspace_floats(self, in_shape: Tuple[int, ...], threads: int) -> int:
-        """float32 values of workspace a call on ``in_shape`` takes at ``threads`` threads."""
-        from mnnjit.backends.cpu.gemm import winograd
-        return winograd.workspace_floats(in_shape, self.wt, self.pads, threads)
-
-    def launch(self, x: np.ndarray, out: np.ndarray, res: Optional[np.ndarray] = None,
-               ws: Optional[np.ndarray] = None):
-        """The kernel and arguments of :meth:`run` on these C-contiguous storage arrays (see
-        :func:`.launch.bind_launch`), or None; ``ws``: the workspace (None: the module's
-        per-thread one)."""
-        if not all(a is None or a.flags.c_contiguous for a in (x, out, res)):
-            return None
-        if x.dtype == np.uint16:
-            x, out = x.view(np.float16), out.view(np.float16)
-            res = None if res is None else res.view(np.float16)
-        return self._conv(x, self.wt, self.bias, self.pads, self.act, out, res=res, ws=ws,
-                          launch_only=True)
-
-    def run(self, x: np.ndarray, out: np.ndarray, res: Optional[np.ndarray] = None,
-            ws: Optional[np.ndarray] = None) -> np.ndarray:
-        """Compute into ``out`` (storage arrays: float32 or uint16 half bits); ``res`` (like
-        ``out``) is added before the activation; ``ws`` as for :meth:`launch`."""
-        if x.dtype == np.uint16:
-            x, out = x.view(np.float16), out.view(np.float16)
-            res = None if res is None else res.view(np.float16)
-        self._conv(x, self.wt, self.bias, self.pads, self.act, out, res=res, ws=ws)
-        return out
-
-
-def _winograd(w, bias, shape, in_shape, attrs, group, threads, keep_quantized):
-    """A Winograd convolution for a 3x3 stride-1 layer when :func:`.winograd.choose` says it is
-    the fastest method (float weights only: quantized codes stay on the GEMM path)."""
-    O, cg, kh, kw = shape
-    if (kh, kw) != (3, 3) or tuple(attrs["stride"]) != (1, 1) or tuple(attrs["dilation"]) != (1, 1) \
-            or group != 1 or min(attrs["pads"]) < 0:
-        return None
-    if keep_quantized and not isinstance(w, np.ndarray) and w.quantized:
-        return None
-    from mnnjit.backends.cpu.gemm import winograd
-    N, C, H, W = in_shape
-    oh = H + attrs["pads"][0] + attrs["pads"][1] - 2
-    ow = W + attrs["pads"][2] + attrs["pads"][3] - 2
-    m = winograd.choose(C, O, oh, ow, threads)
-    if not m:
-        return None
-    dense = w if isinstance(w, np.ndarray) else w.dense()
-    return _Winograd(dense, bias, attrs["pads"], attrs.get("act", ""), m)
