@@ -56,7 +56,7 @@ def test_reference_paths_match_real_mnn(name, precision):
         got = net.forward(F.const(x, list(x.shape), F.NCHW)).read()
     _close(got, want, precision)
     plan = _plan_of(net)
-    kernel_steps = sum(st[0] != "ref" for st in plan.steps)
+    kernel_steps = sum(st.kind != "ref" for st in plan.steps)
     assert kernel_steps >= 20 and counters["tiered_ref_steps"] - before == len(plan.steps)
     # switch-over: the next forward runs (and binds) the kernels, same results
     with tiering.forced("sync"):

@@ -88,14 +88,14 @@ def test_outputs_survive_later_forwards(shared_dir):
     plan = m._last_plan
     # the small output lives in the pool (its step a bound launch) and is copied out; the
     # output's reshape is no step of its own
-    assert plan.steps[-1][0] == "fc" and plan.buffers.get(plan.steps[-1][-1]) is not None
+    assert plan.steps[-1].kind == "fc" and plan.buffers.get(plan.steps[-1].out) is not None
     assert np.asarray(a.read()).shape == (1, 1000)
     # one pool of raw buffers of any shape: the chain with residual connections needs 3 live ones
     assert plan.n_buffers <= 4 < len(plan.steps)
     assert plan.activation_nbytes <= 4 * max(b.nbytes for b in plan.buffers.values() if b is not None)
     from mnnjit.backends.cpu.kernel_steps import _step_inputs
     for st in plan.steps:
-        out = plan.buffers.get(st[-1]) if st[0] != "ref" else None
+        out = plan.buffers.get(st.out) if st.kind != "ref" else None
         for s in _step_inputs(st) if out is not None else []:
             inp = plan.buffers.get(s)
             assert inp is None or not np.shares_memory(inp, out)   # no step writes over its input
@@ -150,7 +150,7 @@ def test_inverted_residual_blocks_fuse_and_match(c, t, hw, stride, relu_after, s
                                         (1, c, hw, hw), (1, c, oh, oh), seed)
     for config, tol in (({}, 1e-4), ({"precision": "low"}, 3e-2)):
         got, steps = _kernel_plan_run(path, x, config)
-        kinds = {st_[0] for st_ in steps}
+        kinds = {st_.kind for st_ in steps}
         # the fused kernel takes the flat depthwise layers (stride 2 on even planes)
         assert "convres" in kinds
         assert ("xdw" in kinds) == (stride == 1 or hw % 2 == 0)
@@ -181,9 +181,9 @@ def test_large_inverted_residual_block_runs_as_one_step(c, hw, relu_after, threa
     path, x, ref = _save_with_reference(b, y, f"irb_big_{c}_{hw}_{relu_after}_{seed}",
                                         (1, c, hw, hw), (1, c, hw, hw), seed)
     got, steps = _kernel_plan_run(path, x, {"numThread": threads})
-    kinds = [st_[0] for st_ in steps]
+    kinds = [st_.kind for st_ in steps]
     assert "xdw" not in kinds and "conv" not in kinds and "dw" not in kinds
-    op = steps[kinds.index("convres")][1]
+    op = steps[kinds.index("convres")].op
     assert type(op).__name__ == "DepthwisePointwise" and op.pre is not None and op.pre.direct
     assert np.abs(got - ref).max() <= 1e-4 * max(1.0, float(np.abs(ref).max()))
 
@@ -209,8 +209,8 @@ def test_depthwise_then_1x1_fuse_and_match(c, o, hw, residual, threads, seed):
                                         (1, c, hw, hw), (1, o, hw, hw), seed)
     for config, tol, fused in (({}, 1e-4, True), ({"precision": "low"}, 3e-2, True)):
         got, steps = _kernel_plan_run(path, x, {**config, "numThread": threads})
-        kinds = [st_[0] for st_ in steps]
-        ops = [type(st_[1]).__name__ for st_ in steps]
+        kinds = [st_.kind for st_ in steps]
+        ops = [type(st_.op).__name__ for st_ in steps]
         # (with the residual the fused step becomes the add's ``convres`` step)
         assert ("DepthwisePointwise" in ops) == fused and ("dw" in kinds) != fused
         assert ("dwpw" in kinds) == (fused and not residual)
@@ -240,9 +240,9 @@ def test_stem_conv_runs_inside_the_depthwise_1x1_step(cin, c, stride_pad, hw, th
     path, x, ref = _save_with_reference(b, y, f"stem_{cin}_{c}_{stride}{pad}_{h}_{seed}",
                                         (1, cin, h, w), (1, 16, oh, ow), seed)
     got, steps = _kernel_plan_run(path, x, {"numThread": threads})
-    kinds = [st_[0] for st_ in steps]
+    kinds = [st_.kind for st_ in steps]
     assert "dwpw" in kinds and not {"conv", "wino", "dw"} & set(kinds)
-    fused = steps[kinds.index("dwpw")][1]
+    fused = steps[kinds.index("dwpw")].op
     assert fused.pre is not None and fused.in_shape == (1, cin, h, w)
     assert np.abs(got - ref).max() <= 1e-4 * max(1.0, float(np.abs(ref).max()))
 
@@ -292,7 +292,7 @@ def test_classifier_heads_run_as_gemv_and_match(batch, feat, classes, trans_b, r
             m = MNN.nn.load_module_from_file(stem + ".mnn", ["x"], [],
                                              runtime_manager=MNN.nn.create_runtime_manager(config))
             got = np.array(m.forward(MNN.expr.const(x, list(x.shape))).read())
-            kinds = [st_[0] for st_ in m._last_plan.steps]
+            kinds = [st_.kind for st_ in m._last_plan.steps]
         finally:
             set_threshold(prev)
         assert "fc" in kinds
@@ -318,18 +318,18 @@ def test_winograd_workspaces_come_from_the_pool(threads):
     got = [np.array(m.forward(MNN.expr.const(x, [1, 3, 64, 64])).read()) for x in xs]
     plan = m._last_plan
     assert type(plan).__name__ == "NetPlan"
-    winos = [st for st in plan.steps if st[0] != "ref" and isinstance(st[1], Winograd)]
-    assert winos and all(st[1].scratch is not None for st in winos)
+    winos = [st for st in plan.steps if st.kind != "ref" and isinstance(st.op, Winograd)]
+    assert winos and all(st.op.scratch is not None for st in winos)
     for st in winos:
-        for s in _step_inputs(st) + [st[-1]]:
+        for s in _step_inputs(st) + [st.out]:
             b = plan.buffers.get(s)
-            assert b is None or not np.shares_memory(b, st[1].scratch)
-        assert st[1].scratch.size >= st[1].workspace_floats(plan.order[st[2]].shape, plan.threads)
+            assert b is None or not np.shares_memory(b, st.op.scratch)
+        assert st.op.scratch.size >= st.op.workspace_floats(plan.order[st.ins[0]].shape, plan.threads)
     for x, y in zip(xs, got):
         want, _ = _run(stem + ".mnn", x, 1 << 60)        # the reference plan
         assert np.abs(y - want).max() <= 1e-4 * max(1.0, float(np.abs(want).max()))
     for st in winos:                                     # the per-thread workspace: same bits
-        st[1].scratch = None
+        st.op.scratch = None
     again = np.array(m.forward(MNN.expr.const(xs[1], [1, 3, 64, 64])).read())
     assert np.array_equal(again, got[1])
 
@@ -361,7 +361,7 @@ def test_activation_layers_run_as_kernel_steps(act, hw):
     assert np.abs(ref - real).max() <= 1e-4 * max(1.0, float(np.abs(real).max()))
     for config, tol in (({}, 1e-5), ({"precision": "low"}, 3e-2)):
         got, steps = _kernel_plan_run(path, x, config)
-        assert {"unary", "act"} & {st_[0] for st_ in steps}
+        assert {"unary", "act"} & {st_.kind for st_ in steps}
         assert np.abs(got - ref).max() <= tol * max(1.0, float(np.abs(ref).max()))
 
 

@@ -141,11 +141,11 @@ def test_mobilenetv2_classifier_is_a_gemv_step(shared_dir, config, tol):
     m = MNN.nn.load_module_from_file(path, ["x"], ["logits"], runtime_manager=rt)
     y = np.asarray(m.forward(MNN.expr.const(data["in0_x"], [1, 3, 224, 224])).read())
     net = m._last_plan
-    fc = [st_ for st_ in net.steps if st_[0] == "fc"]
-    assert len(fc) == 1 and (fc[0][1].N, fc[0][1].K) == (1000, 1280)
-    assert fc[0][1].w.dtype == (np.uint16 if config.get("precision") == "low" else np.float32)
+    fc = [st_ for st_ in net.steps if st_.kind == "fc"]
+    assert len(fc) == 1 and (fc[0].op.N, fc[0].op.K) == (1000, 1280)
+    assert fc[0].op.w.dtype == (np.uint16 if config.get("precision") == "low" else np.float32)
     k = next(t for t, s in enumerate(net.steps) if s is fc[0])
-    assert net.steps[k - 1][0] == "gap"       # the flattening reshape between them is dropped
+    assert net.steps[k - 1].kind == "gap"       # the flattening reshape between them is dropped
     assert not any(isinstance(v, np.ndarray) and v.size >= 1000 * 1280 for v in net.init)
     ref = data["out0_logits"].reshape(-1)
     assert np.abs(y.reshape(-1) - ref).max() <= tol * max(1.0, float(np.abs(ref).max()))

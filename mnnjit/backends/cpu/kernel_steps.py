@@ -44,6 +44,7 @@ This module imports numba: import it lazily.
 from __future__ import annotations
 
 import threading
+from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
@@ -67,13 +68,34 @@ from mnnjit.backends.cpu.runtime.launch import bind_launch
 from mnnjit.backends.cpu.runtime.step_fallback import tier_steps
 from mnnjit.backends.cpu.pool import max_pool2d
 
-__all__ = ["NetPlan"]
+__all__ = ["NetPlan", "Step"]
 
 _ACTS = ("relu", "relu6", "sigmoid", "tanh", "hard_swish", "silu")
 #: outputs up to this size live in pooled buffers and are copied out at the end of a forward
 COPIED_OUTPUT_BYTES = 256 * 1024
 #: step kinds whose op describes its call as ``launch(*arrays)`` (see :func:`.launch.bind_launch`)
 _LAUNCHED = ("conv", "dw", "xdw", "dwpw", "fc", "convres", "wino")
+
+
+@dataclass
+class Step:
+    """One step of a :class:`NetPlan`: a kernel call, or an op's reference (``kind == "ref"``).
+
+    ``kind`` names the kernel (``conv``, ``dw``, ``wino``, ``xdw``, ``dwpw``, ``convres``, ``fc``, ``add``,
+    ``act``, ``unary``, ``gap``, ``maxpool``, ``pool``, ``ref``); ``op`` is the prepared kernel object
+    (ConvGemm, Depthwise, Winograd, ExpandDepthwise, DepthwisePointwise, Gemv), the kernel's constant
+    argument (an activation code, a pooling geometry) or, for ``ref``, the function; ``ins`` are the
+    value slots read (``add`` / ``convres``: the second is the other addend, the residual), ``shape`` the
+    output's, ``out`` the slot written; ``attrs`` and ``dtype`` are a reference step's op attributes and
+    output dtype."""
+
+    kind: str
+    op: Any
+    ins: Tuple[int, ...]
+    shape: Tuple[int, ...]
+    out: int = -1
+    attrs: Optional[dict] = None
+    dtype: Any = None
 
 
 class NetPlan:
@@ -117,8 +139,9 @@ class NetPlan:
                 # runs it on the reference step's float32 values: DeepLabV3's final bilinear
                 # resize to 21x192x320, 6.5 -> 1.0 ms
                 fn = hand_kernels.lookup(n) or registry.get(n.op).ref
-                step = ["ref", fn, n.attrs, [slot[id(i)] for i in n.inputs], n.dtype, n.shape]
-            step.append(k)
+                step = Step("ref", fn, tuple(slot[id(i)] for i in n.inputs), tuple(n.shape), attrs=n.attrs,
+                            dtype=n.dtype)
+            step.out = k
             steps.append(step)
         self.out_slots = [slot[id(o)] for o in plan.outputs]
         self.out_shapes = [tuple(o.shape) for o in plan.outputs]
@@ -143,19 +166,19 @@ class NetPlan:
         shape) and the step goes. (Right after a classifier has streamed its weights through
         the caches, the Python of one more step measured ~50 us.)"""
         for j, s in enumerate(self.out_slots):
-            pos = next((t for t, st in enumerate(self.steps) if st[-1] == s), None)
-            if pos is None or self.steps[pos][0] != "ref" or self.order[s].op != "reshape":
+            pos = next((t for t, st in enumerate(self.steps) if st.out == s), None)
+            if pos is None or self.steps[pos].kind != "ref" or self.order[s].op != "reshape":
                 continue
             src = self.order[s].inputs[0]
-            k = self.steps[pos][3][0]
+            k = self.steps[pos].ins[0]
             if id(src) in outputs or len(consumers.get(id(src), [])) != 1 or \
                     src.dtype != np.float32 or \
-                    not any(st[0] != "ref" and st[-1] == k for st in self.steps):
+                    not any(st.kind != "ref" and st.out == k for st in self.steps):
                 continue
             self.steps.pop(pos)
             self.out_slots[j] = k
 
-    def _kernel_step(self, n: Node, slot, consumers, outputs) -> Optional[list]:
+    def _kernel_step(self, n: Node, slot, consumers, outputs) -> Optional[Step]:
         ins = n.inputs
         if n.dtype != np.float32:
             return None
@@ -166,33 +189,33 @@ class NetPlan:
             kind = self.convs.kind(n)
             self.weights.append(self.convs.weights_of(op))
             if kind == "wino":
-                return ["wino", op, slot[id(ins[0])], tuple(n.shape)]
-            return ["dw" if kind == "dw" else "conv", op, slot[id(ins[0])], op.out_shape]
+                return Step("wino", op, (slot[id(ins[0])],), tuple(n.shape))
+            return Step("dw" if kind == "dw" else "conv", op, (slot[id(ins[0])],), tuple(op.out_shape))
         if n.op == "add" and len(ins) == 2 and ins[0].shape == ins[1].shape == n.shape and \
                 ins[0].dtype == ins[1].dtype == np.float32:
-            return ["add", K._act_code(""), slot[id(ins[0])], slot[id(ins[1])], tuple(n.shape)]
+            return Step("add", K._act_code(""), (slot[id(ins[0])], slot[id(ins[1])]), tuple(n.shape))
         if n.op == "matmul_ex":
             return self._fc(n, slot, consumers, outputs)
         if n.op in _ACTS and ins[0].dtype == np.float32:
-            return ["act", K._act_code(n.op), slot[id(ins[0])], tuple(n.shape)]
+            return Step("act", K._act_code(n.op), (slot[id(ins[0])],), tuple(n.shape))
         if n.op in K.UNARY_FORMS and ins[0].dtype == np.float32:
-            return ["unary", K.UNARY_FORMS[n.op], slot[id(ins[0])], tuple(n.shape)]
+            return Step("unary", K.UNARY_FORMS[n.op], (slot[id(ins[0])],), tuple(n.shape))
         if n.op == "pool2d" and len(n.shape) == 4 and n.attrs["kind"] in ("max", "avg"):
             a = n.attrs
             x = ins[0]
             if n.shape[2:] == (1, 1) and tuple(a["kernel"]) == tuple(x.shape[2:]) and \
                     not any(a["pads"]) and a["kind"] == "avg":
-                return ["gap", slot[id(x)], tuple(n.shape)]
+                return Step("gap", None, (slot[id(x)],), tuple(n.shape))
             if min(a["pads"]) < 0:
                 return None
             (kh, kw), (sh, sw), p = a["kernel"], a["stride"], a["pads"]
             if a["kind"] == "max":
-                return ["maxpool", ((kh, kw), (sh, sw), tuple(p)), slot[id(x)], tuple(n.shape)]
-            return ["pool", (False, kh, kw, sh, sw, p[0], p[2], p[1], p[3],
-                             bool(a.get("count_include_pad", True))), slot[id(x)], tuple(n.shape)]
+                return Step("maxpool", ((kh, kw), (sh, sw), tuple(p)), (slot[id(x)],), tuple(n.shape))
+            return Step("pool", (False, kh, kw, sh, sw, p[0], p[2], p[1], p[3],
+                                 bool(a.get("count_include_pad", True))), (slot[id(x)],), tuple(n.shape))
         return None
 
-    def _block_step(self, n: Node, slot) -> Optional[list]:
+    def _block_step(self, n: Node, slot) -> Optional[Step]:
         """A ``fused_block`` node (the compiler's fusion pass, with :class:`.conv_kernels.ConvKernels`
         accepting it) as one kernel step; None (its reference step) for a pattern without one."""
         pattern, body = n.attrs["pattern"], n.attrs["body"]
@@ -202,27 +225,27 @@ class NetPlan:
 
         if pattern == "add_act":
             add, act = body
-            return ["add", K._act_code(act.op), src(add.inputs[0]), src(add.inputs[1]),
-                    tuple(n.shape)]
+            return Step("add", K._act_code(act.op), (src(add.inputs[0]), src(add.inputs[1])),
+                        tuple(n.shape))
         for b in body:
             if b.op != "add" and b.op not in _ACTS:
                 self.weights.append(self.convs.weights_of(self.convs.op(b)))
         if pattern == "expand_dw":
             op = self.convs.fused_op(pattern, body)
-            return ["xdw", op, src(body[0].inputs[0]), op.out_shape]
+            return Step("xdw", op, (src(body[0].inputs[0]),), tuple(op.out_shape))
         if pattern in ("dw_pointwise", "expand_dw_pointwise"):
             op = self.convs.fused_op(pattern, body)
-            return ["dwpw", op, src(body[0].inputs[0]), op.out_shape]
+            return Step("dwpw", op, (src(body[0].inputs[0]),), tuple(op.out_shape))
         if pattern == "conv_residual":
             op, inner = self.convs.conv_part(body)
             add = body[len(inner)]
             act = body[-1].op if body[-1] is not add else ""
             op.act = K._act_code(act) if isinstance(op, (ConvGemm, DepthwisePointwise)) else act
             other = add.inputs[1] if add.inputs[0] is inner[-1] else add.inputs[0]
-            return ["convres", op, src(inner[0].inputs[0]), src(other), tuple(n.shape)]
+            return Step("convres", op, (src(inner[0].inputs[0]), src(other)), tuple(n.shape))
         return None
 
-    def _fc(self, n: Node, slot, consumers, outputs) -> Optional[list]:
+    def _fc(self, n: Node, slot, consumers, outputs) -> Optional[Step]:
         """A ``matmul_ex`` with one constant float32 2-D operand and at most
         :data:`.gemv.MAX_ROWS` rows on the other (a classifier) -> a :class:`.gemv.Gemv` step;
         its constant leaves the plan's values when only this step reads it. Quantized
@@ -254,12 +277,12 @@ class NetPlan:
         # dropped and it reads their source (a kernel output: a buffer bound once at build)
         while x.op == "reshape" and id(x) not in outputs and len(consumers.get(id(x), [])) == 1:
             pos = next((t for t, st in enumerate(self.steps)
-                        if st[0] == "ref" and st[-1] == slot[id(x)]), None)
+                        if st.kind == "ref" and st.out == slot[id(x)]), None)
             if pos is None:
                 break
             self.steps.pop(pos)
             x = x.inputs[0]
-        return ["fc", op, slot[id(x)], tuple(n.shape)]
+        return Step("fc", op, (slot[id(x)],), tuple(n.shape))
 
     def _plan_buffers(self) -> None:
         """Assign each kernel step's output a pooled buffer (or a fresh one per forward)."""
@@ -274,9 +297,9 @@ class NetPlan:
         # return views of their inputs)
         owners: List[frozenset] = [frozenset()] * n_slots
         for st in self.steps:
-            out = st[-1]
-            if st[0] == "ref":
-                owners[out] = frozenset().union(*(owners[s] for s in st[3]))
+            out = st.out
+            if st.kind == "ref":
+                owners[out] = frozenset().union(*(owners[s] for s in st.ins))
             else:
                 owners[out] = frozenset([out])
         buf_last = {}
@@ -287,8 +310,8 @@ class NetPlan:
         # live in the pool like any value and are copied out (``run``), so their steps stay
         # bound launches (a fresh array per forward costs a classifier step ~10-20 us of
         # Python and dispatch)
-        out_bytes = {st[-1]: int(np.prod(st[-2])) * self.act_dtype.itemsize
-                     for st in self.steps if st[0] != "ref"}
+        out_bytes = {st.out: int(np.prod(st.shape)) * self.act_dtype.itemsize
+                     for st in self.steps if st.kind != "ref"}
         fresh = {o for s in self.out_slots for o in owners[s]
                  if out_bytes.get(o, 0) > COPIED_OUTPUT_BYTES}
         #: output slots read out of pooled buffers: copied by ``run``
@@ -307,8 +330,8 @@ class NetPlan:
         held: Dict[int, int] = {}
         fresh_outs = []
         for t, st in enumerate(self.steps):
-            out = st[-1]
-            if st[0] != "ref":
+            out = st.out
+            if st.kind != "ref":
                 # a Winograd step's workspace (V and M: MBs): the free buffer still in cache
                 # (:func:`_warmth`: used - read, written or as workspace - in the last few
                 # steps, covering most of it) - a workspace of its own is cold when the first
@@ -326,7 +349,7 @@ class NetPlan:
                         sizes.append(need)
                         touched.append((-1, 0))
                     scratch[t] = (sid, need)
-                shape = st[-2]
+                shape = st.shape
                 if out in fresh:
                     fresh_outs.append(out)
                 else:
@@ -366,9 +389,9 @@ class NetPlan:
         ws = {t: raw[bid][:nbytes].view(np.float32) for t, (bid, nbytes) in scratch.items()}
         if first:    # (the first arena's workspaces are also the ops' own, for inspection)
             for t, w in ws.items():
-                self.steps[t][1].scratch = w
-        static_sv = {st[-1]: K.storage_view(buffers[st[-1]]) for st in self.steps
-                     if st[0] != "ref" and buffers.get(st[-1]) is not None}
+                self.steps[t].op.scratch = w
+        static_sv = {st.out: K.storage_view(buffers[st.out]) for st in self.steps
+                     if st.kind != "ref" and buffers.get(st.out) is not None}
         arena = _Arena(raw, buffers, static_sv)
         arena.calls = [self._bind(st, arena, ws.get(t), count=first) for t, st in enumerate(self.steps)]
         # each step runs its reference path until its kernels are compiled (MNNJIT_COMPILE)
@@ -408,11 +431,11 @@ class NetPlan:
         """Arenas made so far (the most forwards that ran at once, up to ``max_arenas``)."""
         return self._n_arenas
 
-    def _scratch_bytes(self, st: list) -> int:
+    def _scratch_bytes(self, st: Step) -> int:
         """Bytes of pooled scratch a step asks for (a Winograd convolution's workspace at the
         plan's thread count), else 0."""
-        if st[0] in ("wino", "convres") and isinstance(st[1], Winograd):
-            return 4 * st[1].workspace_floats(self.order[st[2]].shape, self.threads)
+        if st.kind in ("wino", "convres") and isinstance(st.op, Winograd):
+            return 4 * st.op.workspace_floats(self.order[st.ins[0]].shape, self.threads)
         return 0
 
     # ------------------------------------------------------------------ running
@@ -431,11 +454,11 @@ class NetPlan:
                 vals[s] = a
         return vals
 
-    def _kernel_fn(self, st: list, ws: Optional[np.ndarray] = None):
+    def _kernel_fn(self, st: Step, ws: Optional[np.ndarray] = None):
         """``f(*input_storage_arrays, out_storage_array)`` running a kernel step (``ws``: an
         arena's workspace for a Winograd step)."""
-        kind = st[0]
-        op = st[1]
+        kind = st.kind
+        op = st.op
         if isinstance(op, Winograd):
             if kind == "convres":
                 return lambda x, r, o: op.run(x, o, r, ws)
@@ -445,7 +468,7 @@ class NetPlan:
         if kind == "convres":
             return lambda x, r, o: op.run(x, o, r)
         if kind == "maxpool":
-            args = st[1]
+            args = st.op
             return lambda a, o: max_pool2d(a, o, *args)
 
         def one_kernel(*arrays):    # gap, add, act, pool: the kernel of _launch_spec
@@ -453,32 +476,32 @@ class NetPlan:
             kernel(*args)
         return one_kernel
 
-    def _launch_spec(self, st: list, args: tuple, ws: Optional[np.ndarray] = None):
+    def _launch_spec(self, st: Step, args: tuple, ws: Optional[np.ndarray] = None):
         """(kernel, arguments) of a kernel step on fixed storage arrays ``args`` (inputs, then
         the output) when it is one kernel call (:func:`.launch.bind_launch`), else None
         (``ws``: an arena's workspace for a Winograd step)."""
-        kind = st[0]
+        kind = st.kind
         if kind == "gap":
             a, o = args
-            small = int(np.prod(self.order[st[1]].shape)) < K.GAP_SERIAL_MAX
+            small = int(np.prod(self.order[st.ins[0]].shape)) < K.GAP_SERIAL_MAX
             return (K._k_global_avg_serial if small else K._k_global_avg,
                     (a.reshape(a.shape[0] * a.shape[1], -1), o.reshape(-1)))
         if kind == "add":
             a, b, o = args
-            return K._k_add, (a.reshape(-1), b.reshape(-1), o.reshape(-1), st[1])
+            return K._k_add, (a.reshape(-1), b.reshape(-1), o.reshape(-1), st.op)
         if kind == "act":
             a, o = args
-            return K._k_act, (a.reshape(-1), o.reshape(-1), st[1])
+            return K._k_act, (a.reshape(-1), o.reshape(-1), st.op)
         if kind == "unary":
             a, o = args
-            return K._k_unary, (a.reshape(-1), o.reshape(-1), st[1])
+            return K._k_unary, (a.reshape(-1), o.reshape(-1), st.op)
         if kind == "pool":
             a, o = args
-            return K._k_pool, (a, o, *st[1])
-        launch = getattr(st[1], "launch", None) if kind in _LAUNCHED else None
+            return K._k_pool, (a, o, *st.op)
+        launch = getattr(st.op, "launch", None) if kind in _LAUNCHED else None
         if launch is None:
             return None
-        if isinstance(st[1], Winograd):
+        if isinstance(st.op, Winograd):
             x, o = args[0], args[-1]
             return launch(x, o, args[1] if kind == "convres" else None, ws)
         if kind == "convres":
@@ -486,13 +509,13 @@ class NetPlan:
             return launch(x, o, r)
         return launch(*args)
 
-    def _bind(self, st: list, arena: "_Arena", ws: Optional[np.ndarray] = None, count: bool = True):
+    def _bind(self, st: Step, arena: "_Arena", ws: Optional[np.ndarray] = None, count: bool = True):
         """One step as a closure over ``vals``: kernel steps whose inputs and output live in
         ``arena``'s buffers call their kernel on storage views fixed at build (no per-forward
         checks); ``ws`` is the arena's workspace for the step; ``count``: add to the counters."""
-        out = st[-1]
-        if st[0] == "ref":
-            _, ref, attrs, ins, dt, shape, _ = st
+        out = st.out
+        if st.kind == "ref":
+            ref, attrs, ins, dt, shape = st.op, st.attrs, st.ins, st.dtype, st.shape
 
             def call_ref(vals):
                 v = ref([_f32(vals[j]) for j in ins], attrs)
@@ -506,7 +529,7 @@ class NetPlan:
             return call_ref
         fn = self._kernel_fn(st, ws)
         if count:
-            counters[f"kernel_step:{st[0]}:{type(st[1]).__name__}"] += 1
+            counters[f"kernel_step:{st.kind}:{type(st.op).__name__}"] += 1
         ins = _step_inputs(st)
         buf = arena.buffers[out]
         static = [arena.static_sv.get(i) for i in ins]
@@ -527,7 +550,7 @@ class NetPlan:
                 fn(*args)
                 vals[out] = buf
             return call_static
-        store, act_dtype, shape = self._store, self.act_dtype, st[-2]
+        store, act_dtype, shape = self._store, self.act_dtype, st.shape
 
         def call(vals):
             res = np.empty(shape, act_dtype) if buf is None else buf
@@ -569,16 +592,16 @@ class NetPlan:
                     t = time.perf_counter()
                     call(vals)
                     best = min(best, time.perf_counter() - t)
-                node = self.order[st[-1]]
-                rows.append((st[0], f"{node.op} {list(node.shape)}", best))
+                node = self.order[st.out]
+                rows.append((st.kind, f"{node.op} {list(node.shape)}", best))
         return rows
 
     @property
     def activation_nbytes(self) -> int:
         """Bytes of one arena's intermediate activation buffers (pooled between steps and
         forwards) plus the per-forward output buffers of kernel steps."""
-        fresh = sum(int(np.prod(st[-2])) * self.act_dtype.itemsize for st in self.steps
-                    if st[0] != "ref" and self.buffers.get(st[-1], 0) is None)
+        fresh = sum(int(np.prod(st.shape)) * self.act_dtype.itemsize for st in self.steps
+                    if st.kind != "ref" and self.buffers.get(st.out, 0) is None)
         return int(sum(r.nbytes for r in self._raw) + fresh)
 
     @property
@@ -641,15 +664,9 @@ def _kernel_name(kernel: Any) -> str:
     return f"{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', repr(fn))}"
 
 
-def _step_inputs(st: list) -> List[int]:
-    kind = st[0]
-    if kind == "ref":
-        return list(st[3])
-    if kind in ("add", "convres"):
-        return [st[2], st[3]]
-    if kind == "gap":
-        return [st[1]]
-    return [st[2]]
+def _step_inputs(st: "Step") -> List[int]:
+    """The value slots a step reads."""
+    return list(st.ins)
 
 
 def _f32(v: Any) -> Any:

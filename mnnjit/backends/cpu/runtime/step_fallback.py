@@ -42,8 +42,8 @@ def reference_step(order: List[Node], slot: Dict[int, int], ins: List[int], out:
     """``f(vals)`` computing the value kernel step slot ``out`` holds from its input slots ``ins``
     with the references, stored in ``buf`` (its pooled buffer) or a fresh ``act_dtype`` array.
 
-    ``slot`` maps node ids to value slots (folded nodes share the slot of the step computing
-    them); the node a slot holds is the last one in ``order`` mapped to it."""
+    ``slot`` maps node ids to value slots; the node a slot holds is the last one in ``order`` mapped
+    to it."""
     holder: Dict[int, Node] = {}
     for n in order:
         holder[slot[id(n)]] = n
@@ -121,13 +121,12 @@ def tiered_call(calls: list, index: int, fast: Callable[[list], None],
 def tier_steps(plan: Any, calls: list, buffers: Dict[int, Optional[np.ndarray]]) -> None:
     """Wrap the bound step calls ``calls`` of a NetPlan (on the buffers ``buffers``) with
     :func:`tiered_call`, in place."""
-    from mnnjit.backends.cpu.kernel_steps import _step_inputs
     for t, st in enumerate(plan.steps):
-        out = st[-1]
-        if st[0] == "ref":
-            slow = _ref_node(plan.order[out], list(st[3]), out)
+        out = st.out
+        if st.kind == "ref":
+            slow = _ref_node(plan.order[out], list(st.ins), out)
         else:
-            slow = reference_step(plan.order, plan._slot, _step_inputs(st), out, buffers.get(out),
+            slow = reference_step(plan.order, plan._slot, list(st.ins), out, buffers.get(out),
                                   plan.act_dtype)
         calls[t] = tiered_call(calls, t, calls[t], slow)
 
