@@ -195,6 +195,7 @@ class Checker:
         np = self.np
         import mnnjit as MNN
         from mnnjit.backends.base import GraphIR
+        from mnnjit.compiler.lower import compile_graph
         from mnnjit.precision import parse_modes
         out = {}
         mdir = _find_models()
@@ -227,7 +228,7 @@ class Checker:
                 ref = self.reference(plan.outputs, feeds)
                 for prec in precisions:
                     t = time.perf_counter()
-                    graph = backend.lower_graph(GraphIR(plan.placeholders, plan.outputs, list(plan.out_fmts)),
+                    graph = compile_graph(backend, GraphIR(plan.placeholders, plan.outputs, list(plan.out_fmts)),
                                                 parse_modes({"precision": prec}))
                     t_build = time.perf_counter() - t
                     t = time.perf_counter()
@@ -258,6 +259,7 @@ class Checker:
         """A fixed sweep of ops against their numpy references (a small Hypothesis-free conformance run)."""
         np = self.np
         from mnnjit.backends.base import GraphIR
+        from mnnjit.compiler.lower import compile_graph
         from mnnjit.graph import Node
         from mnnjit.ops import build as B
         rng = np.random.default_rng(0)
@@ -322,7 +324,7 @@ class Checker:
             phs = [p for p in (x, m) if _depends(node, p)]
             arrays = [feeds["x" if p is x else "m"] for p in phs]
             try:
-                g = backend.lower_graph(GraphIR(phs, [node], ["NCHW"]), None)
+                g = compile_graph(backend, GraphIR(phs, [node], ["NCHW"]), None)
                 got = g.run(arrays)[0]
                 want = self.reference([node], {id(p): a for p, a in zip(phs, arrays)})[0]
                 err = self.rel(got, want)
@@ -340,6 +342,7 @@ class Checker:
         np = self.np
         import mnnjit as MNN
         from mnnjit.backends.base import GraphIR
+        from mnnjit.compiler.lower import compile_graph
         from mnnjit.precision import parse_modes
         out = {}
         graphs = {}
@@ -358,7 +361,7 @@ class Checker:
                     continue
                 key = f"{name}_{'fp16' if prec else 'fp32'}"
                 t = time.perf_counter()
-                g = backend.lower_graph(gir, parse_modes({"precision": prec}))
+                g = compile_graph(backend, gir, parse_modes({"precision": prec}))
                 g.run(arrays)
                 first = time.perf_counter() - t
                 for _ in range(2):
@@ -407,7 +410,7 @@ class Checker:
                 if self.left() < 120 or name != "mobilenetv2":
                     out[f"{name}_cpu_backend"] = "not measured (time budget)"
                     continue
-                g = cpu.lower_graph(gir, None)
+                g = compile_graph(cpu, gir, None)
                 for _ in range(3):
                     g.run(arrays)
                 times = []

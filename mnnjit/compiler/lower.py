@@ -52,8 +52,9 @@ def delegates(backend: Backend) -> bool:
     return bool(getattr(backend, "lowers_every_graph", False))
 
 
-def _compile(backend: Backend, graph: GraphIR, modes: Any) -> Any:
-    """``graph`` compiled by ``backend``: whole, or cut into partitions for a delegate backend."""
+def compile_graph(backend: Backend, graph: GraphIR, modes: Any = None) -> Any:
+    """``graph`` compiled by ``backend`` whatever its size: fused by the backend's rules
+    (``fuse_blocks.py``) and lowered whole, or cut into partitions for a delegate backend."""
     if delegates(backend):
         from .partition import lower_partitioned
         return lower_partitioned(graph, backend, modes)
@@ -66,7 +67,7 @@ def lower(graph: GraphIR, modes: Any = None, backend: Backend | None = None) -> 
     backend = backend if backend is not None else registry.current()
     if not delegates(backend) and not worth_lowering(graph.outputs, modes):
         return None
-    compiled = _compile(backend, graph, modes)
+    compiled = compile_graph(backend, graph, modes)
     if compiled is not None:
         settings.counters["graphs_lowered"] += 1
     return compiled
@@ -97,7 +98,7 @@ def _plan_for_program(program: Any, signature: tuple, modes: Any) -> Any:
     key = (signature, modes, backend.plan_key())
     compiled = cache.get(key)
     if compiled is None or getattr(compiled, "source", plan) is not plan:
-        compiled = _compile(backend, GraphIR(plan.placeholders, plan.outputs, list(plan.out_fmts)), modes)
+        compiled = compile_graph(backend, GraphIR(plan.placeholders, plan.outputs, list(plan.out_fmts)), modes)
         if compiled is None:
             compiled = plan
         else:
@@ -183,7 +184,7 @@ def run_expression_graph(order: list[Node], roots: list[Node], key: tuple,
         if not delegates(backend) and not worth_lowering(pending, None, conv_macs_of(pending)):
             return False
         graph, _ = _cut(order, roots, lift, values)
-        compiled = _compile(backend, graph, None)
+        compiled = compile_graph(backend, graph, None)
         # the entry keeps the const nodes alive, so their ids stay theirs while it is cached
         hit = (compiled, [n for n in order if n.op == "const"])
         with _lock:

@@ -6,6 +6,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from mnnjit.compiler.lower import compile_graph
 from mnnjit.backends.base import GraphIR
 from mnnjit.graph import Node, topo_order
 from mnnjit.ops import build as B
@@ -44,7 +45,7 @@ def reference(outputs: Sequence[Node], feeds: dict) -> list[np.ndarray]:
 def lowered(backend: Any, outputs: Sequence[Node], feeds: dict, modes: Any = None) -> Any:
     """``outputs`` compiled by ``backend.lower_graph`` (placeholders in ``feeds`` order)."""
     ph = list(feeds)
-    return backend.lower_graph(GraphIR(ph, list(outputs), ["NCHW"] * len(outputs)), modes)
+    return compile_graph(backend, GraphIR(ph, list(outputs), ["NCHW"] * len(outputs)), modes)
 
 
 def on_device(backend: Any, outputs: Sequence[Node], feeds: dict, modes: Any = None,

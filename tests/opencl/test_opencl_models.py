@@ -9,6 +9,7 @@ import os
 import numpy as np
 import pytest
 
+from mnnjit.compiler.lower import compile_graph
 import mnnjit as MNN
 from mnnjit import settings
 from mnnjit.backends import registry
@@ -57,7 +58,7 @@ def _lower(ocl, module, case: dict, ins: list, precision: int = 0) -> CLGraph:
     sig = tuple((tuple(case["inputs"][n]["shape"]), np.dtype(case["inputs"][n]["dtype"]), "NCHW") for n in ins)
     plan = module._program.plan(sig)
     assert not plan.dynamic
-    return ocl.lower_graph(GraphIR(plan.placeholders, plan.outputs, list(plan.out_fmts)),
+    return compile_graph(ocl, GraphIR(plan.placeholders, plan.outputs, list(plan.out_fmts)),
                            parse_modes({"precision": precision}))
 
 
@@ -149,7 +150,7 @@ def test_resnet_shaped_graph_runs_wholly_on_the_device(ocl) -> None:
     assert text.count("+add+relu") == 2  # both residual adds (and their relus) are convolution epilogues
     got = graph.run([feed])[0]
     assert_close(got, reference([out], {x: feed})[0], rtol=1e-4)
-    cpu = registry.get("cpu").lower_graph(GraphIR([x], [out], ["NCHW"]), None).run([feed])[0]
+    cpu = compile_graph(registry.get("cpu"), GraphIR([x], [out], ["NCHW"])).run([feed])[0]
     assert_close(got, cpu, rtol=1e-4)
 
 

@@ -227,6 +227,11 @@ class OpenCLBackend(Backend):
                 return None
         return out
 
+    def fusion_rules(self, modes: Any = None) -> Any:
+        """Convolutions take their residual add as epilogue (:class:`.graph.FusionRules`)."""
+        from .graph import FusionRules
+        return FusionRules()
+
     def lower_graph(self, graph: Any, modes: Any = None) -> Any:
         """The whole graph as OpenCL launches (:class:`.graph.CLGraph`)."""
         from .graph import CLGraph

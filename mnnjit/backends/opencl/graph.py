@@ -4,8 +4,9 @@ Walking the graph once (for one input signature and mode):
 
 * elementwise chains with broadcasting and casts, optionally ending in a reduction, become fusion
   groups (the same :class:`~mnnjit.backends.ir.GroupSpec` the compiler builds) rendered as OpenCL C;
-* a convolution whose only consumer is an ``add`` (a residual connection), and a ``relu``/``relu6``
-  that only that add feeds, run as the convolution's epilogue;
+* a ``conv_residual`` node of the compiler's fusion pass (a convolution whose only consumer is an
+  ``add``, and a ``relu``/``relu6`` that only that add feeds; :class:`FusionRules` accepts those
+  whose convolution has a kernel here) runs as the convolution with that epilogue;
 * ops with a kernel (:mod:`.launches`) become launches; ``reshape`` is a view of its input's buffer;
 * anything else runs on the host: its inputs are downloaded, its numpy reference runs, its result
   is uploaded (these steps are listed by :meth:`CLGraph.explain` and :attr:`CLGraph.fallbacks`).
@@ -28,6 +29,7 @@ import numpy as np
 
 from mnnjit.graph import Node, topo_order
 from mnnjit.ops import registry
+from mnnjit.ops.nn_fused import input_of
 from mnnjit.backends.ir import GroupSpec
 from . import codegen
 from .buffers import CTYPE_NP, DeviceArray, storage_of
@@ -35,8 +37,19 @@ from .launches import Binder, Unsupported, build, device_inputs, group_launch, l
 from .runtime import OpenCLBuildError
 
 REDUCE_OPS = frozenset({"reduce_sum", "reduce_mean", "reduce_prod", "reduce_max", "reduce_min"})
-_ACT_FOLD = ("relu", "relu6")
 _CONV_OPS = ("mnn_conv2d", "conv2d")
+
+
+class FusionRules:
+    """Which candidates of the compiler's fusion pass run as one OpenCL kernel: a convolution with a
+    kernel here and no activation of its own takes its residual add (and relu/relu6) as epilogue."""
+
+    def accepts(self, pattern: str, body: tuple) -> bool:
+        """Whether ``body`` runs as one launch sequence for ``pattern``."""
+        if pattern != "conv_residual" or len(body) < 2 or body[1].op != "add":
+            return False
+        conv = body[0]
+        return conv.op in _CONV_OPS and not conv.attrs.get("act", "") and supported(conv) is None
 
 
 @dataclass(eq=False)
@@ -146,27 +159,7 @@ class CLGraph:
                 if n not in lst:
                     lst.append(n)
         outs = {id(o) for o in self.outputs}
-        absorbed: dict[int, Node] = {}        # id(node) -> the node whose step computes it
-        fused_conv: dict[int, tuple] = {}     # id(add) -> (conv node, residual node, act)
-        for n in order:
-            if n.op != "add" or len(n.inputs) != 2 or n.dtype != np.float32:
-                continue
-            a, b = n.inputs
-            if a.shape != n.shape or b.shape != n.shape or a is b:
-                continue
-            for conv, other in ((a, b), (b, a)):
-                if conv.op not in _CONV_OPS or id(conv) in outs or len(consumers.get(id(conv), [])) != 1 \
-                        or conv.attrs.get("act", "") or supported(conv) is not None or id(conv) in absorbed:
-                    continue
-                act, act_node = "", None
-                cons = consumers.get(id(n), [])
-                if len(cons) == 1 and cons[0].op in _ACT_FOLD and id(n) not in outs:
-                    act, act_node = cons[0].op, cons[0]
-                    absorbed[id(act_node)] = n
-                absorbed[id(conv)] = n
-                fused_conv[id(n)] = (conv, other, act, act_node)
-                break
-        groups = self._groups(order, consumers, outs, absorbed, fused_conv)
+        groups = self._groups(order, consumers, outs)
         in_group = {id(m) for g in groups.values() for m in g[1]}
         for n in order:
             if n.op == "const":
@@ -176,18 +169,17 @@ class CLGraph:
             if n.op == "placeholder":
                 self._new_slot(n)
                 continue
-            if id(n) in absorbed:
-                continue
             if id(n) in in_group and id(n) not in groups:
                 continue
             out = self._new_slot(n)
-            if id(n) in fused_conv:
-                conv, other, act, act_node = fused_conv[id(n)]
-                step = Step("kernel", conv, [self._slot(conv.inputs[0])], out, f"{conv.op}+add"
-                            + (f"+{act}" if act else ""), res=self._slot(other), act=act)
-                self.steps.append(step)
-                if act_node is not None:  # the folded activation's consumers read the fused step's output
-                    self.slots[id(act_node)] = out
+            if n.op == "fused_block" and n.attrs["pattern"] == "conv_residual":
+                conv, add = n.attrs["body"][:2]
+                act = n.attrs["body"][2].op if len(n.attrs["body"]) > 2 else ""
+                other = add.inputs[1] if add.inputs[0] is conv else add.inputs[0]
+                # (all the block's inputs: a step that leaves the device runs the block's reference)
+                self.steps.append(Step("kernel", n, [self._slot(i) for i in n.inputs], out,
+                                       f"{conv.op}+add" + (f"+{act}" if act else ""),
+                                       res=self._slot(input_of(n, other)), act=act))
                 continue
             if id(n) in groups:
                 spec, members, leaves, params, shape, axes = groups[id(n)]
@@ -212,7 +204,7 @@ class CLGraph:
             else:
                 self.steps.append(Step("host", n, [self._slot(i) for i in n.inputs], out, n.op, reason=why))
 
-    def _groups(self, order, consumers, outs, absorbed, fused_conv) -> dict:
+    def _groups(self, order, consumers, outs) -> dict:
         """Fusion groups: root id -> (spec, member nodes, leaf nodes, params, iteration shape, axes)."""
         groups: dict[int, tuple] = {}
         taken: set[int] = set()
@@ -226,7 +218,7 @@ class CLGraph:
             return r
 
         for root in reversed(order):
-            if id(root) in taken or id(root) in absorbed or id(root) in fused_conv:
+            if id(root) in taken:
                 continue
             is_red = _reduce_ok(root)
             if not is_red and not ew(root):
@@ -236,8 +228,8 @@ class CLGraph:
             work = list(root.inputs) if not is_red else [root.inputs[0]]
             while work:
                 j = work.pop()
-                if id(j) in members or id(j) in taken or id(j) in outs or id(j) in absorbed or \
-                        id(j) in fused_conv or j.op in ("const", "placeholder"):
+                if id(j) in members or id(j) in taken or id(j) in outs or \
+                        j.op in ("const", "placeholder"):
                     continue
                 if tuple(j.shape) != shape or not ew(j):
                     continue
@@ -373,9 +365,11 @@ class CLGraph:
             leaves = [leaf_of(self._dev(s), shape) for s in st.ins]
             return group_launch(b, spec, params, shape, axes, leaves, st.out.arr)
         n = st.node
-        if st.res is not None or st.act is not None:
+        if st.res is not None:
             from .launches import conv_launches
-            return conv_launches(b, n, self._dev(st.ins[0]), st.out.arr, self._dev(st.res), st.act)
+            conv = n.attrs["body"][0]
+            x = self._dev(self._slot(input_of(n, conv.inputs[0])))
+            return conv_launches(b, conv, x, st.out.arr, self._dev(st.res), st.act)
         dev = set(device_inputs(n))
         ins = [self._dev(s) if k in dev else None for k, s in enumerate(st.ins)]
         return build(b, n, ins, st.out.arr)
@@ -488,20 +482,9 @@ class CLGraph:
 
     def _run_host(self, st: Step, host: dict) -> None:
         n = st.node
-        if st.res is not None:  # a fused conv + add that had to leave the device
-            conv = n
-            x = self._host_value(st.ins[0], host)
-            y = registry.get(conv.op).ref([x] + [self._host_value(self.slots[id(i)], host) if id(i) in self.slots
-                                                 else i.value for i in conv.inputs[1:]], conv.attrs)
-            v = np.asarray(y, np.float32) + np.asarray(self._host_value(st.res, host), np.float32)
-            if st.act == "relu":
-                v = np.maximum(v, 0)
-            elif st.act == "relu6":
-                v = np.clip(v, 0, 6)
-        else:
-            args = [self._host_value(s, host) for s in st.ins]
-            with np.errstate(all="ignore"):
-                v = registry.get(n.op).ref(args, n.attrs)
+        args = [self._host_value(s, host) for s in st.ins]
+        with np.errstate(all="ignore"):
+            v = registry.get(n.op).ref(args, n.attrs)
         s = st.out
         if s.dtype is not None:
             v = np.asarray(v)
