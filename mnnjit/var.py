@@ -155,18 +155,18 @@ class Var:
     def read(self) -> np.ndarray:
         """The value as a numpy array (NC4HW4 data shown in MNN's packed order).
 
-        A computed value is returned as a new writable array (one copy: graph values are shared
-        and immutable, so writing into the result never changes a Var). The result of a movement
-        op (reshape, transpose, broadcast, slice: what numpy returns as a view) is returned
-        read-only without copying, a view of the values it moves when those are computed;
-        ``.copy()`` it to write.
+        Always a new writable array the caller owns (one copy: graph values are shared and
+        immutable, so writing into the result never changes a Var; scripts written for MNN write
+        into ``read()`` results). The result of a movement op (reshape, transpose, broadcast,
+        slice) is copied straight from the values it moves, never materialised first.
+        ``np.asarray(var)`` is the zero-copy read-only view.
         """
         node = self._node
         if node.fmt == "NC4HW4" and node.size:
             packed = self._packed().ravel()
             return np.array(packed[: node.size].reshape(node.shape))
         if node.op in _VIEW_OPS:
-            return self._user_value()[0]
+            return np.array(self._user_value()[0])
         v = node._value
         if v is None or (node.live and node.stamp != graph_mod._write_counter and node.op != "placeholder"):
             v = self._value()
