@@ -21,7 +21,9 @@ array per call, so outputs a caller holds are never overwritten and two threads 
 """
 from __future__ import annotations
 
+import hashlib
 import math
+import re
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -49,7 +51,7 @@ MAX_STEPS = 256
 NARROW = 16
 
 #: Part of every generated source: bump it when the generated code or the helpers it calls change.
-PLAN_KERNEL_VERSION = 7
+PLAN_KERNEL_VERSION = 8
 
 #: Constants in the blob start at multiples of this many elements (64-byte lines).
 _ALIGN = 16
@@ -613,10 +615,63 @@ def tanhf(x):
     t = t if a == a else a
     return -t if x < np.float32(0) else t
 
+{functions}
 
 @numba.njit(cache=True, error_model="numpy", nogil=True, boundscheck=False)
 def kernel({args}):
 '''
+
+
+#: A line of a step that stays in the kernel: its value's workspace piece, output argument or view.
+_SETUP = re.compile(r"^    [vw]\d+ = (ws\[\d+:\d+\]|o\d+\.reshape\(\d+\)|\w+\[\d+:\d+\])$")
+_ARRAY = re.compile(r"\b(?:[vwc]\d+|x\d+f|o\d+)\b")
+_LOOP_VAR = re.compile(r"\bi\d+\b")
+
+_STEP_DECORATOR = '@numba.njit(cache=True, error_model="numpy", nogil=True, boundscheck=False, inline="never")'
+
+
+def _outline(lines: list[str], bounds: list[tuple[int, int]]) -> tuple[list[str], str]:
+    """The kernel body with each step's loops moved into a function of its own, called with the
+    step's arrays, and the source of those functions. Steps with the same code on other arrays
+    (a recurrent cell's every time step, a transformer's every layer) share one function: Numba's
+    and LLVM's time grows faster than linearly with one function's size (a 10-step LSTM written
+    out whole took minutes to compile), and the functions are compiled once each."""
+    out: list[str] = []
+    functions: dict[str, str] = {}
+    step_of = {}
+    for first, end in bounds:
+        if end > first:  # (a reshape writes no line)
+            step_of[first] = end
+    k = 0
+    while k < len(lines):
+        end = step_of.get(k)
+        if end is None:
+            out.append(lines[k])
+            k += 1
+            continue
+        block = lines[k:end]
+        k = end
+        setup = [ln for ln in block if _SETUP.match(ln)]
+        rest = [ln for ln in block if not _SETUP.match(ln)]
+        out.extend(setup)
+        if not rest:
+            continue
+        params: dict[str, str] = {}
+        loops: dict[str, str] = {}
+
+        def param(m: re.Match) -> str:
+            return params.setdefault(m.group(0), f"p{len(params)}")
+
+        def loop(m: re.Match) -> str:
+            return loops.setdefault(m.group(0), f"j{len(loops)}")
+        body = [_LOOP_VAR.sub(loop, _ARRAY.sub(param, ln)) for ln in rest]
+        text = "\n".join(body)
+        name = "step_" + hashlib.sha1(text.encode()).hexdigest()[:16]
+        if name not in functions:
+            functions[name] = (f"{_STEP_DECORATOR}\ndef {name}({', '.join(params.values())}):\n"
+                               f"{text}\n    return 0\n")
+        out.append(f"    {name}({', '.join(params)})")
+    return out, "\n\n".join(functions.values())
 
 
 def plan_source(steps: list, init: list, feed_slots: list, out_slots: list, order: list) -> tuple[str, np.ndarray] | None:
@@ -625,6 +680,7 @@ def plan_source(steps: list, init: list, feed_slots: list, out_slots: list, orde
     ``(ref, attrs, input slots, output slot, dtype, shape)`` tuples, ``order`` its node per slot."""
     w = _Writer(init, order)
     w.out_args = {s: f"o{k}" for k, s in enumerate(out_slots)}
+    bounds: list[tuple[int, int]] = []
     try:
         feeds = []
         for k, slot in enumerate(feed_slots):
@@ -648,7 +704,9 @@ def plan_source(steps: list, init: list, feed_slots: list, out_slots: list, orde
                     writer = _elementwise
                 else:
                     return None
+            first = len(w.lines)
             writer(w, node, ins, out)
+            bounds.append((first, len(w.lines)))
         if any(s in feeds or w.init[s] is not None or s not in w.names for s in out_slots):
             return None  # an output that is an input or a constant: the numpy function returns it as is
         if len(set(out_slots)) != len(out_slots):
@@ -676,8 +734,9 @@ def plan_source(steps: list, init: list, feed_slots: list, out_slots: list, orde
     # every intermediate value in one allocation per call (its pieces are borrowed slices: no
     # allocation or reference counting per step), fresh per call so that threads may share a plan
     borrowed += [f"    wsa = np.empty({max(w.ws_size, 1)}, np.float32)", "    ws = borrow(wsa)"]
-    source = (_HEADER.format(version=CODEGEN_VERSION, plan_version=PLAN_KERNEL_VERSION,
-                             args=", ".join(names)) + "\n".join(borrowed + w.head + w.lines) + "\n")
+    body, functions = _outline(w.lines, bounds)
+    source = (_HEADER.format(version=CODEGEN_VERSION, plan_version=PLAN_KERNEL_VERSION, functions=functions,
+                             args=", ".join(names)) + "\n".join(borrowed + w.head + body) + "\n")
     blob = np.zeros(max(w.blob_size, 1), F32)
     off = 0
     for c in w.consts:
