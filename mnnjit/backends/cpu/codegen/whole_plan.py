@@ -50,6 +50,10 @@ MAX_STEPS = 256
 #: product over k: a vector loop over 10 outputs would be mostly remainder.
 NARROW = 16
 
+#: Plans of more steps stay on their numpy function: the kernel's one function grows by a call
+#: and a slice per step, and compiling it grows faster than linearly (a 100-step recurrent loop).
+MAX_STEPS = 1000
+
 #: Part of every generated source: bump it when the generated code or the helpers it calls change.
 PLAN_KERNEL_VERSION = 8
 
@@ -678,6 +682,8 @@ def plan_source(steps: list, init: list, feed_slots: list, out_slots: list, orde
     """The kernel source and constant blob for a plan's step list, or None when a step (or an
     input, output or dtype) is outside this tier. ``steps`` are the plan's
     ``(ref, attrs, input slots, output slot, dtype, shape)`` tuples, ``order`` its node per slot."""
+    if len(steps) > MAX_STEPS:
+        return None
     w = _Writer(init, order)
     w.out_args = {s: f"o{k}" for k, s in enumerate(out_slots)}
     bounds: list[tuple[int, int]] = []
