@@ -97,12 +97,13 @@ def test_zoo_rnn_other_lengths_match_live_real_mnn(name: str, monkeypatch: pytes
 
 
 def test_long_unrolled_plan_stays_on_numpy(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A bidirectional 2-layer LSTM unrolls into hundreds of steps per signature: the plan-kernel
-    tier declines it (its Numba compile would take many minutes) and the forward stays correct."""
+    """A bidirectional GRU over 50 steps unrolls into thousands of steps per signature: the
+    plan-kernel tier declines it (its Numba compile would take many minutes) and the forward stays
+    correct."""
     from mnnjit import settings as config
     from mnnjit.backends.cpu.codegen import whole_plan
     monkeypatch.setenv("MNNJIT_PLAN_KERNEL_CALLS", "0")
-    name = "lstm_bi_l2_t10_h32"
+    name = "gru_bi_l1_t50_h64"
     data = np.load(os.path.join(ZOO, ENTRIES[name]["files"]["npz"]))
     x, want = data["in0_x"], data["out0_y"]
     m = _load(name, 1)
