@@ -41,18 +41,15 @@ HOT_CALLS = 32
 #: Largest product (m * n * k) a matmul step may have: bigger ones are faster in OpenBLAS.
 MAX_MACS = 1 << 21
 
-#: Plans with more steps stay on their numpy function. Numba's compile time grows faster than the
-#: step count (zoo RNNs, their While loops unrolled: 104 steps ~30 s, 192 steps ~2 min, 771 steps
-#: over 10 min on a loaded 2-core machine), so a sync-mode forward would stall for minutes.
+#: Plans with more steps stay on their numpy function. Numba's compile time grew faster than the
+#: step count when the kernel was one function (zoo RNNs, their While loops unrolled: 192 steps
+#: ~2 min, 771 steps over 10 min on a loaded 2-core machine); with steps outlined into shared
+#: functions (``_outline``) 192 steps take ~10 s, so this bound may be raised after measuring.
 MAX_STEPS = 256
 
 #: Matmuls with fewer outputs per row than this (and constant weights) sum each output as one dot
 #: product over k: a vector loop over 10 outputs would be mostly remainder.
 NARROW = 16
-
-#: Plans of more steps stay on their numpy function: the kernel's one function grows by a call
-#: and a slice per step, and compiling it grows faster than linearly (a 100-step recurrent loop).
-MAX_STEPS = 1000
 
 #: Part of every generated source: bump it when the generated code or the helpers it calls change.
 PLAN_KERNEL_VERSION = 8
@@ -682,8 +679,6 @@ def plan_source(steps: list, init: list, feed_slots: list, out_slots: list, orde
     """The kernel source and constant blob for a plan's step list, or None when a step (or an
     input, output or dtype) is outside this tier. ``steps`` are the plan's
     ``(ref, attrs, input slots, output slot, dtype, shape)`` tuples, ``order`` its node per slot."""
-    if len(steps) > MAX_STEPS:
-        return None
     w = _Writer(init, order)
     w.out_args = {s: f"o{k}" for k, s in enumerate(out_slots)}
     bounds: list[tuple[int, int]] = []
