@@ -44,8 +44,8 @@ MAX_MACS = 1 << 21
 #: Plans with more steps stay on their numpy function. Numba's compile time grew faster than the
 #: step count when the kernel was one function (zoo RNNs, their While loops unrolled: 192 steps
 #: ~2 min, 771 steps over 10 min on a loaded 2-core machine); with steps outlined into shared
-#: functions (``_outline``) 192 steps take ~10 s, so this bound may be raised after measuring.
-MAX_STEPS = 256
+#: functions (``_outline``) 192 steps take ~10 s: the bound keeps a 2,100-step unrolled loop out.
+MAX_STEPS = 1000
 
 #: Matmuls with fewer outputs per row than this (and constant weights) sum each output as one dot
 #: product over k: a vector loop over 10 outputs would be mostly remainder.
