@@ -10,6 +10,11 @@ graph (a model plan's kernel steps, the compiler's evaluation of a graph) run in
 OpenMP it is a no-op; on the workqueue layer it is a process-wide lock, so threads take turns
 instead of killing the process.
 
+Probing the layer loads libgomp (Numba's OpenMP pool), which reads its waiting policy only then:
+:func:`serial_launches` sets that policy first (:func:`mnnjit.threads.configure_openmp_waiting`),
+else a process whose first parallel kernel comes through a graph evaluation keeps libgomp's
+long default spin.
+
 Importing this module does not import numba, nor anything else from mnnjit.
 """
 from __future__ import annotations
@@ -33,6 +38,8 @@ _decided: list = []
 def serial_launches() -> bool:
     """Whether numba will run parallel kernels on its workqueue layer (not thread-safe): chosen
     by ``NUMBA_THREADING_LAYER=workqueue``, or the only one whose library loads."""
+    from mnnjit.threads import configure_openmp_waiting
+    configure_openmp_waiting()      # before the probe below loads libgomp
     numba = sys.modules.get("numba")
     if numba is None:
         numba = importlib.import_module("numba")
