@@ -26,6 +26,7 @@ This module imports numba: import it lazily.
 """
 from __future__ import annotations
 
+import functools
 import math
 import threading
 from fractions import Fraction
@@ -79,8 +80,11 @@ def _primitive_scale(vec: Sequence[Fraction]) -> Fraction:
     return Fraction(den, num or 1)
 
 
+@functools.lru_cache(maxsize=None)
 def transform_matrices(m: int) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``(A^T [m, a], G [a, 3], B^T [a, a])`` (float64, exact small fractions) of F(m, 3).
+    """``(A^T [m, a], G [a, 3], B^T [a, a])`` (float64, exact small fractions) of F(m, 3), read-only
+    and computed once per ``m`` (the exact arithmetic over fractions takes ~3 ms, and every plan
+    with a Winograd convolution, e.g. each model load, transforms its weights with ``G``).
 
     Toom-Cook: linear convolution ``s = g * h`` (``h`` of length ``m``) is
     ``V^-1 [(P_g g) (.) (P_h h)]`` with ``V``, ``P_g``, ``P_h`` Vandermonde evaluations at the
@@ -109,7 +113,10 @@ def transform_matrices(m: int) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
         for k in range(m):
             at[k][i] *= s
         g[i] = [v / s for v in g[i]]
-    f = lambda mat: np.array([[float(v) for v in row] for row in mat], np.float64)  # noqa: E731
+    def f(mat: List[List[Fraction]]) -> np.ndarray:
+        arr = np.array([[float(v) for v in row] for row in mat], np.float64)
+        arr.flags.writeable = False     # shared by every caller (cached)
+        return arr
     return f(at), f(g), f(bt)
 
 
