@@ -29,11 +29,35 @@ NHWC = data_format.NHWC
 NC4HW4 = data_format.NC4HW4
 
 
+#: (dtype argument, format argument) -> (numpy dtype, format name), for the hashable ones seen
+_CONST_ARGS: dict = {}
+
+
 def const(value_list: Any, shape: Sequence[int] | None = None, data_format: Any = NCHW,
           dtype: Any = float) -> Var:
     """A constant Var from a list/tuple/bytes/ndarray (or an int address of contiguous data) and a shape."""
+    if type(value_list) is _np.ndarray and shape is not None:
+        # a model's input in a user's loop: an ndarray already of the target dtype, so nothing is
+        # converted; only the copy the Var owns is made
+        try:
+            target, fmt = _CONST_ARGS[(dtype, data_format)]
+        except (KeyError, TypeError):
+            target = None
+        if target is not None and value_list.dtype == target:
+            shape = tuple(_builtin_int(s) for s in shape)
+            size = 1
+            for s in shape:
+                size *= s
+            if value_list.size == size:
+                arr = _np.array(value_list, order="C").reshape(shape)
+                arr.flags.writeable = False
+                return Var._from_node(_Node.constant(arr, fmt))
     fmt = as_format(data_format)
     target = as_np_dtype(dtype)
+    try:
+        _CONST_ARGS[(dtype, data_format)] = (target, fmt)
+    except TypeError:
+        pass
     if _is_address(value_list):
         if shape is None:
             raise TypeError("const: an int address (or PyCapsule) needs a shape")
