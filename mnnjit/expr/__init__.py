@@ -29,7 +29,8 @@ NHWC = data_format.NHWC
 NC4HW4 = data_format.NC4HW4
 
 
-#: (dtype argument, format argument) -> (numpy dtype, format name), for the hashable ones seen
+#: (id of the dtype argument, id of the format argument) -> (those arguments, numpy dtype, format
+#: name): the entry holds the arguments, so their ids stay theirs while it is kept
 _CONST_ARGS: dict = {}
 
 
@@ -38,26 +39,22 @@ def const(value_list: Any, shape: Sequence[int] | None = None, data_format: Any 
     """A constant Var from a list/tuple/bytes/ndarray (or an int address of contiguous data) and a shape."""
     if type(value_list) is _np.ndarray and shape is not None:
         # a model's input in a user's loop: an ndarray already of the target dtype, so nothing is
-        # converted; only the copy the Var owns is made
-        try:
-            target, fmt = _CONST_ARGS[(dtype, data_format)]
-        except (KeyError, TypeError):
-            target = None
-        if target is not None and value_list.dtype == target:
-            shape = tuple(_builtin_int(s) for s in shape)
-            size = 1
-            for s in shape:
-                size *= s
-            if value_list.size == size:
+        # converted; only the copy the Var owns is made (any other case takes the full path below)
+        hit = _CONST_ARGS.get((id(dtype), id(data_format)))
+        if hit is not None and hit[0] is dtype and hit[1] is data_format and value_list.dtype == hit[2]:
+            try:
                 arr = _np.array(value_list, order="C").reshape(shape)
+                fits = arr.shape == tuple(shape)     # (not when numpy filled in a -1)
+            except (TypeError, ValueError):
+                fits = False
+            if fits:
                 arr.flags.writeable = False
-                return Var._from_node(_Node.constant(arr, fmt))
+                return Var._from_node(_Node.constant(arr, hit[3]))
     fmt = as_format(data_format)
     target = as_np_dtype(dtype)
-    try:
-        _CONST_ARGS[(dtype, data_format)] = (target, fmt)
-    except TypeError:
-        pass
+    if len(_CONST_ARGS) > 64:
+        _CONST_ARGS.clear()
+    _CONST_ARGS[(id(dtype), id(data_format))] = (dtype, data_format, target, fmt)
     if _is_address(value_list):
         if shape is None:
             raise TypeError("const: an int address (or PyCapsule) needs a shape")
