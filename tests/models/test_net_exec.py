@@ -320,6 +320,9 @@ def test_winograd_workspaces_come_from_the_pool(threads):
     assert type(plan).__name__ == "NetPlan"
     winos = [st for st in plan.steps if st.kind != "ref" and isinstance(st.op, Winograd)]
     assert winos and all(st.op.scratch is not None for st in winos)
+    from mnnjit.backends.cpu.weights import plan_choices
+    kinds = {row[1]: row[-1] for row in plan_choices(plan)}
+    assert kinds["wino"] == "fp32 Winograd-transformed", kinds
     for st in winos:
         for s in _step_inputs(st) + [st.out]:
             b = plan.buffers.get(s)

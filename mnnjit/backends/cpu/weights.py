@@ -102,7 +102,8 @@ _HALF_COMPUTE = {
 
 def _weight_kind(op: Any) -> str:
     """How a step's weights are kept: float32 panels, int8 / 4-bit codes, float16, Winograd."""
-    if type(op).__name__ == "_Winograd":
+    from mnnjit.backends.cpu.conv_kernels import Winograd
+    if isinstance(op, Winograd):
         return "fp32 Winograd-transformed"
     for name in ("pw", "expand", "w"):
         w = getattr(op, name, None)
