@@ -306,12 +306,15 @@ def _execute(code: str, ns: dict):
     return value, out.getvalue()
 
 
-def _run(doc: str, prefix: str, workdir: Path, plan: dict | None) -> dict:
+def _run(doc: str, prefix: str, workdir: Path, plan: dict | None, crashed: frozenset = frozenset(),
+         in_flight: Path | None = None) -> dict:
     """Run every example of ``doc`` with ``prefix`` (``MNN`` or ``mnnjit``) in ``workdir``.
 
-    Without ``plan`` (real MNN's run) decide which statements run; with it, run exactly those. Returns
-    {(block, index): record} with the status, the plain value, the assigned names' plain values and the
-    printed text."""
+    Without ``plan`` (real MNN's run) decide which statements run; with it, run exactly those. ``crashed``
+    names statements {(block, index)} known to crash this process; ``in_flight``, when given, is rewritten
+    with the key of each statement before it runs (so a parent can tell which one killed the process).
+    Returns {(block, index): record} with the status, the plain value, the assigned names' plain values
+    and the printed text."""
     workdir.mkdir()
     img = cv2.imread(str(CAT))
     cv2.imwrite(str(workdir / "cat.jpg.png"), img)
@@ -332,7 +335,7 @@ def _run(doc: str, prefix: str, workdir: Path, plan: dict | None) -> dict:
                 key = (b, i)
                 if plan is None:
                     missing = [f for f in _FILE.findall(code) if not os.path.exists(f)]
-                    if (doc, code) in CRASHES_REAL_MNN:
+                    if (doc, code) in CRASHES_REAL_MNN or key in crashed:
                         status = "crashes real MNN"
                     elif code in STATEFUL:
                         status = "stateful"
@@ -356,6 +359,10 @@ def _run(doc: str, prefix: str, workdir: Path, plan: dict | None) -> dict:
                 loose = bool(_RANDOM.search(code)) or bool(read & tainted) or deliberate
                 any_dtype = bool(_ZEROS_ONES.search(code)) or bool(read & dtype_free)
                 rec = {"code": code, "loose": loose, "any_dtype": any_dtype}
+                if in_flight is not None:
+                    in_flight.write_text(repr(key))
+                    if os.environ.get("DROPIN_TEST_ABORT_AT") == repr(key):
+                        os.abort()  # the restart test's stand-in for real MNN's heap corruption
                 try:
                     value, printed = _execute(code, ns)
                     rec.update(status="run", value=_plain(value), printed=printed,
@@ -384,33 +391,43 @@ def _doc_files() -> list[str]:
     return sorted(p.name for p in DOCS.glob("*.md") if "```python" in p.read_text(encoding="utf8"))
 
 
-def _real_mnn_main(workdir: str, out: str) -> None:
-    """Child process: run every document with real MNN and pickle the records (then leave without running
+def _real_mnn_main(doc: str, workdir: str, out: str, crashed: str) -> None:
+    """Child process: run one document with real MNN and pickle its records (then leave without running
     real MNN's teardown, which may crash on the heap the examples corrupted)."""
-    records = {doc: _run(doc, "MNN", Path(workdir) / f"mnn-{doc}", None) for doc in _doc_files()}
+    skip = frozenset(ast.literal_eval(crashed))
+    records = _run(doc, "MNN", Path(workdir), None, skip, Path(out + ".in-flight"))
     with open(out, "wb") as f:
         pickle.dump(records, f)
     sys.stdout.flush()
     os._exit(0)
 
 
-@pytest.fixture(scope="module")
-def real_mnn(tmp_path_factory) -> dict:
-    """{doc: records} of real MNN's run (one child process for all documents; one retry)."""
-    pytest.importorskip("MNN")
-    if not DOCS.is_dir() or not CAT.is_file():
-        pytest.skip(f"{DOCS} or {CAT} not found")
+#: how many times one document's real-MNN run may be restarted after the process dies
+_MAX_RESTARTS = 6
+
+
+def _real_mnn_records(doc: str, tmp: Path) -> dict:
+    """{(block, index): record} of real MNN running ``doc``, each run in a child process.
+
+    Real MNN corrupts its heap on some examples and on some machines (glibc then aborts the process). A
+    child that dies names the statement it was running; that statement is marked "crashes real MNN" (its
+    names are dropped, like a statement that raises) and the document runs again without it. mnnjit is
+    compared on every statement real MNN completed."""
+    crashed: set = set()
     err = ""
-    for attempt in range(2):
-        workdir = tmp_path_factory.mktemp(f"real-mnn-{attempt}")
-        out = workdir / "records.pkl"
-        proc = subprocess.run([sys.executable, __file__, "--real-mnn", str(workdir), str(out)], cwd=ROOT,
-                              capture_output=True, text=True, timeout=600)
+    for attempt in range(_MAX_RESTARTS + 1):
+        out = tmp / f"real-mnn-{attempt}.pkl"
+        proc = subprocess.run([sys.executable, __file__, "--real-mnn", doc, str(tmp / f"mnn-{attempt}"), str(out),
+                               repr(sorted(crashed))], cwd=ROOT, capture_output=True, text=True, timeout=600)
         if out.is_file():
             with open(out, "rb") as f:
                 return pickle.load(f)
         err = f"exit status {proc.returncode}: {proc.stderr[-3000:]}"
-    pytest.fail(f"running the examples with real MNN failed twice ({err})")
+        marker = Path(str(out) + ".in-flight")
+        if not marker.is_file():
+            break  # died before any statement ran: not an example's doing
+        crashed.add(ast.literal_eval(marker.read_text()))
+    pytest.fail(f"running {doc} with real MNN failed ({err}); statements marked as crashing: {sorted(crashed)}")
 
 
 @pytest.fixture(autouse=True)
@@ -422,8 +439,11 @@ def _restore_mnnjit_settings():
 
 
 @pytest.mark.parametrize("doc", _doc_files() or ["(pymnn-docs not found)"])
-def test_documented_examples_match_real_mnn(doc, tmp_path, real_mnn):
-    theirs = real_mnn[doc]
+def test_documented_examples_match_real_mnn(doc, tmp_path):
+    pytest.importorskip("MNN")
+    if not DOCS.is_dir() or not CAT.is_file():
+        pytest.skip(f"{DOCS} or {CAT} not found")
+    theirs = _real_mnn_records(doc, tmp_path)
     ours = _run(doc, "mnnjit", tmp_path / "mnnjit", theirs)
     failures, deliberate_seen = [], set()
     for key, want in theirs.items():
@@ -456,6 +476,17 @@ def test_documented_examples_match_real_mnn(doc, tmp_path, real_mnn):
     assert listed <= deliberate_seen, f"DELIBERATE entries that no longer run: {sorted(listed - deliberate_seen)}"
 
 
+def test_a_statement_that_kills_real_mnn_is_marked_and_the_rest_compared(tmp_path, monkeypatch):
+    pytest.importorskip("MNN")
+    if not DOCS.is_dir() or not CAT.is_file():
+        pytest.skip(f"{DOCS} or {CAT} not found")
+    doc = "numpy.md"
+    monkeypatch.setenv("DROPIN_TEST_ABORT_AT", repr((0, 1)))
+    records = _real_mnn_records(doc, tmp_path)
+    assert records[(0, 1)]["status"] == "crashes real MNN"
+    assert records[(0, 0)]["status"] == "run" and len(records) > 2
+
+
 def _show(v) -> str:
     """A short description of a plain value (arrays by shape, dtype and a few values)."""
     if isinstance(v, tuple) and v and v[0] in ("Var", "ndarray"):
@@ -466,5 +497,5 @@ def _show(v) -> str:
     return repr(v)[:160]
 
 
-if __name__ == "__main__" and len(sys.argv) == 4 and sys.argv[1] == "--real-mnn":
-    _real_mnn_main(sys.argv[2], sys.argv[3])
+if __name__ == "__main__" and len(sys.argv) == 6 and sys.argv[1] == "--real-mnn":
+    _real_mnn_main(*sys.argv[2:])
