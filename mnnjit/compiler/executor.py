@@ -27,7 +27,7 @@ from ..settings import counters
 from ..ops.evaluate import compute_node as _compute_node
 from ..ops.evaluate import run_order
 from .fusion import REDUCE_OPS
-from . import lower
+from . import lower, whole
 from .plan import KERNEL_MIN, _check
 from ..backends import registry
 from ..ops import registry as op_registry
@@ -43,9 +43,10 @@ def backend():
 
 
 def clear_plan_cache() -> None:
-    """Forget all cached plans (step plans and lowered expression graphs)."""
+    """Forget all cached plans (step plans, lowered and whole-compiled expression graphs)."""
     _plans.clear()
     lower.clear_cache()
+    whole.clear_cache()
 
 
 config.on_threshold_change.append(clear_plan_cache)
@@ -199,14 +200,19 @@ def evaluate(roots: list[Node]) -> None:
             return
     order = topo_order(roots)
     big = False
+    pending = 0
     sthr = config.serial_threshold()
     for n in order:
         if n.value is None:
+            pending += 1
             w = _work(n)
             if w >= thr or _handwritten(n) is not None or (w >= sthr and _chained(n)):
                 big = True
                 break
     if not big:
+        # a tiny graph run often becomes one compiled function (the rule models follow too)
+        if pending >= whole.MIN_OPS and whole.is_tiny(order) and whole.run_if_hot(order, roots):
+            return
         counters["ref_graphs"] += 1
         run_order(order, roots)
         return

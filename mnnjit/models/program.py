@@ -18,18 +18,17 @@ from typing import Any, Sequence
 import numpy as np
 
 from .. import runtime
+from ..compiler import whole
 from ..graph import Node, topo_order
-from ..ops import registry
 from .simplify import simplify
 from .translate import MNN_DTYPES, Ctx, NeedsValuesError, Translator
 
 _FMTS = ("NCHW", "NHWC", "NC4HW4")
 #: Plans kept per model (one per input signature, least recently used dropped first).
 MAX_PLANS = 16
-#: A plan whose nodes all have fewer elements than this runs on its step loop without importing the
-#: compiler: no hand-written kernel is used below the compiler's ``plan.KERNEL_MIN`` (the same
-#: number; a test checks that they agree).
-TINY_WORK = 1024
+#: A plan whose nodes all have fewer elements than this runs on its step loop without importing Numba
+#: (the compiler's tiny-graph bound, ``compiler.whole.TINY_WORK``).
+TINY_WORK = whole.TINY_WORK
 
 
 @dataclass(frozen=True)
@@ -200,21 +199,11 @@ class ExecutionPlan:
         self._compile_steps()
 
     def _compile_steps(self) -> None:
-        order = topo_order(self.outputs, stop_at_values=False)
-        slot = {id(n): k for k, n in enumerate(order)}
-        self.n_slots = len(order)
-        self.init = [None] * len(order)
-        self.feed_slots = [slot.get(id(p)) for p in self.placeholders]
-        steps = []
-        for k, n in enumerate(order):
-            if n.op == "const":
-                self.init[k] = n.value
-            elif n.op != "placeholder":
-                ref = registry.get(n.op).ref
-                steps.append((ref, n.attrs, tuple(slot[id(i)] for i in n.inputs), k, n.dtype, n.shape))
-        self.steps = steps
-        self.out_slots = [slot[id(o)] for o in self.outputs]
-        self.order = order
+        sl = whole.step_list(self.placeholders, self.outputs)
+        self.step_list = sl
+        self.steps, self.init, self.feed_slots, self.out_slots = sl.steps, sl.init, sl.feed_slots, sl.out_slots
+        self.order = sl.order
+        self.n_slots = len(sl.order)
         self._fast = None
         self.lean: bool | None = None
         self._graphs = [_GraphCopy(self.placeholders, self.outputs)]
@@ -294,21 +283,13 @@ class ExecutionPlan:
         return self._fast(arrays)
 
     def _compile_kernel(self, arrays: list[np.ndarray]):
-        """The plan as one compiled kernel (backends/cpu/codegen/whole_plan), or None (declined), or
-        False (the backend is compiling it in the background)."""
-        from .. import settings as config
-        from ..backends import registry
+        """The plan as one compiled kernel by the compiler's whole-forward rule (``compiler/whole.py``),
+        or None (declined), or False (the backend is compiling it in the background)."""
         try:
-            backend = registry.current()
+            from ..compiler import whole as whole_rule
+            return whole_rule.compile_whole(self.step_list, check=self._fast, sample=arrays)
         except ImportError:  # no Numba
             return None
-        run = backend.compile_step_list(self.steps, self.init, self.feed_slots, self.out_slots, self.order,
-                                        check=self._fast, sample=arrays)
-        if run is False:  # the backend compiles it in the background: not declined
-            config.counters["plan_kernel_deferred"] += 1
-            return False
-        config.counters["plan_kernels" if run is not None else "plan_kernel_declined"] += 1
-        return run
 
     def _generate(self):
         """The step list as one generated Python function (see :mod:`.small_plan`)."""
