@@ -38,7 +38,7 @@ TINY_WORK = 1024
 #: than a compiled function saves; numpy-style code evaluates one or two ops at a time).
 MIN_OPS = 4
 #: Expression-graph structures counted at once (least recently used dropped first).
-MAX_COUNTED = 128
+MAX_COUNTED = 64
 
 
 @dataclass
@@ -113,14 +113,15 @@ def compile_whole(sl: StepList, check: Callable | None = None, sample: list | No
 
 class _Counted:
     """One expression-graph structure being counted: calls left before compiling, and once compiled
-    the function (None: declined). Keeps its constants alive so their ids stay theirs."""
+    the function (None: declined) with the constants compiled into it, kept alive so that their ids
+    stay theirs. (While counting nothing is kept: a reused id only miscounts.)"""
 
     __slots__ = ("left", "run", "consts", "busy")
 
-    def __init__(self, left: int, consts: list):
+    def __init__(self, left: int):
         self.left = left
         self.run: Callable | None = None
-        self.consts = consts
+        self.consts: list = []
         self.busy = False
 
 
@@ -150,7 +151,7 @@ def run_if_hot(order: list[Node], roots: list[Node]) -> bool:
     with _lock:
         entry = _counted.get(key)
         if entry is None:
-            entry = _counted[key] = _Counted(calls, consts)
+            entry = _counted[key] = _Counted(calls)
             if len(_counted) > MAX_COUNTED:
                 _counted.popitem(last=False)
         else:
@@ -175,6 +176,7 @@ def run_if_hot(order: list[Node], roots: list[Node]) -> bool:
         if run is None:         # declined for good: never counted down to zero again
             entry.left = 1 << 62
             return False
+        entry.consts = consts
         entry.run = run
     outs = entry.run(feeds)
     for r, v in zip(roots, outs):

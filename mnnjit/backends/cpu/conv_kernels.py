@@ -218,17 +218,20 @@ class Winograd:
 
 def winograd_for(w, bias, shape, in_shape, attrs, group, threads, keep_quantized):
     """A Winograd convolution for a 3x3 stride-1 layer when :func:`.winograd.choose` says it is
-    the fastest method (float weights only: quantized codes stay on the GEMM path)."""
+    the fastest method. Quantized codes kept by memory=low stay on the GEMM path, except where
+    :func:`.winograd.transform_under_memory_low` says float Winograd weights pay (large planes,
+    small weights)."""
     O, cg, kh, kw = shape
     if (kh, kw) != (3, 3) or tuple(attrs["stride"]) != (1, 1) or tuple(attrs["dilation"]) != (1, 1) \
             or group != 1 or min(attrs["pads"]) < 0:
-        return None
-    if keep_quantized and not isinstance(w, np.ndarray) and w.quantized:
         return None
     from mnnjit.backends.cpu.gemm import winograd
     N, C, H, W = in_shape
     oh = H + attrs["pads"][0] + attrs["pads"][1] - 2
     ow = W + attrs["pads"][2] + attrs["pads"][3] - 2
+    if keep_quantized and not isinstance(w, np.ndarray) and w.quantized \
+            and not winograd.transform_under_memory_low(C, O, oh, ow):
+        return None
     m = winograd.choose(C, O, oh, ow, threads)
     if not m:
         return None

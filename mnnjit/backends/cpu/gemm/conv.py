@@ -33,6 +33,7 @@ from mnnjit.backends.cpu.gemm.tile import (MR, NR, col_f16, col_f32, tile8_f16, 
                         tile16r4_f16, tile16r4_f32, tile_f16, tile_f32, tile_fh, tile_hf,
                         tile_pfb_f16, tile_pfb_f32)
 from mnnjit.backends.cpu.cnn_steps import _act_code, _conv_out_hw, _keep_alive, act_inplace
+from mnnjit.backends.cpu.quant import deq_panels
 
 __all__ = ["PackedWeights", "ConvGemm", "gemm_panels", "pack_grouped", "MR", "NR"]
 
@@ -416,14 +417,21 @@ def _k_conv_gemm(x, w, kind, codes8, codes4, scale, offset, bs, bias, out, res, 
             continue
         ctile = np.empty(MR * NR, out.dtype)
         btile = np.empty((K, NR), out.dtype)
+        tmp = np.empty((MR if kind != 0 else 1, K), np.float32)
         # with ``pack_b``: each whole 16-column block copied to contiguous rows before the panels
         # use it (a 1x1 convolution's input rows are P apart: two cache lines per k-step)
         bblk = np.empty((K if pack_b else 1, NR), out.dtype)
+        # quantized codes with panels outside: each panel dequantized right before its column
+        # blocks, into one L1/L2-resident panel (all of a task's panels up front were the whole
+        # layer for a deep convolution at one thread: 9 MB written and streamed back)
+        per_panel = kind != 0 and o_outer
         if kind == 0:
             wp = w[(g * npg + q0) * K * MR:(g * npg + q1) * K * MR]
+        elif per_panel:
+            wp = np.empty(K * MR, w.dtype)
         else:
             wp = np.empty((q1 - q0) * K * MR, w.dtype)
-            _deq_panels(kind, codes8, codes4, scale, offset, bs, g, og, q0, q1, K, wp)
+            deq_panels(kind, codes8, codes4, scale, offset, bs, g, og, q0, q1, K, wp, tmp)
         # im2col rows padded to whole 64-byte lines from a line boundary: a 16-column block of a
         # row then never straddles two lines (measured 256->512 on 7x7, one 49-column chunk:
         # 2.06 ms with 49-value rows, 1.52 with 64)
@@ -464,19 +472,26 @@ def _k_conv_gemm(x, w, kind, codes8, codes4, scale, offset, bs, bias, out, res, 
             # panels outside (o_outer) or column blocks outside, one call site of the tile code
             # (two inlined copies of every micro-kernel variant took ~10 % longer to compile)
             for it in range(nq * nblk):
+                qw = q0
                 if o_outer:
                     q = q0 + it // nblk
                     jb = it % nblk
                     packed = False
+                    if per_panel:
+                        qw = q
+                        if jb == 0:
+                            deq_panels(kind, codes8, codes4, scale, offset, bs, g, og, q, q + 1,
+                                       K, wp, tmp)
                 else:
                     jb = it // nq
                     q = q0 + it % nq
                     packed = pack_b and jb < nfull
                     if packed and q == q0:
                         _copy_block(bblk, bsrc, jb * NR, K)
-                _one_tile(out, wp, q, q0, jb, nfull, tail, bptr, ldb, btile, ctile, bias,
+                _one_tile(out, wp, q, qw, jb, nfull, tail, bptr, ldb, btile, ctile, bias,
                           n, g, og, npg, K, P, O, cb, reg_act, act, res, has_res, bblk, packed,
                           pf_b and q == q0 and jb + 1 < nfull)
+        _keep_alive(tmp, tmp)
         _keep_alive(ctile, btile)
         _keep_alive(bblk, bblk)
         _keep_alive(col, wp)
@@ -550,6 +565,105 @@ def _one_tile(out, wp, q, q0, jb, nfull, tail, bptr, ldb, btile, ctile, bias, n,
     elif act > 2:
         for r in range(rows):
             _finish_act(out[n, o0 + r, cb + j0:cb + j0 + t], t, act)
+
+
+@njit(parallel=True, cache=True, error_model="numpy")
+def _k_conv_cols(x, kind, codes8, codes4, scale, offset, bs, bias, out, res, has_res, act,
+                 n_ochunk, jc_max):
+    """A 1x1 stride-1 convolution of quantized weights over many small images (``x`` [N, K, P],
+    ``out``/``res`` [N, O, P], storage float32 or uint16 half bits; ``bias`` padded to whole
+    panels) as ONE GEMM whose N*P columns are the images' pixels side by side: a transformer's
+    projections, which a converter writes as 1x1 convolutions over ``seq`` one-pixel images,
+    then dequantize each weight panel once per call (per image, the panels were dequantized
+    once per pixel and the GEMM ran one column at a time).
+
+    The columns are copied to ``bt`` [K, N*P] first (``bt[k, n*P + p] = x[n, k, p]``); tasks are
+    row chunks, each dequantizing one panel at a time right before its column blocks (at most
+    ``jc_max`` columns per pass, so a pass's columns stay in L2). Each block goes through a
+    scratch tile (bias, and relu/relu6 without a residual, in registers), then ``res`` is
+    added and other activations applied on the tile, and it is scattered to ``out``."""
+    N = x.shape[0]
+    K = x.shape[1]
+    P = x.shape[2]
+    O = out.shape[1]
+    J = N * P
+    npg = (O + MR - 1) // MR
+    Jp = -(-J // NR) * NR
+    bt = _aligned_rows(K, Jp, x.dtype)
+    nkb = -(-K // 16)
+    for kb in prange(nkb):
+        for n in range(N):
+            for k in range(kb * 16, min(K, kb * 16 + 16)):
+                src = x[n, k]
+                dst = bt[k, n * P:(n + 1) * P]
+                for p in range(P):
+                    dst[p] = src[p]
+    reg_act = act if act <= 2 and not has_res else 0
+    for task in prange(n_ochunk):
+        q0 = task * npg // n_ochunk
+        q1 = (task + 1) * npg // n_ochunk
+        if q1 <= q0:
+            continue
+        wq = np.empty(K * MR, np.float32)
+        tmp = np.empty((MR, K), np.float32)
+        ctile = np.empty(MR * NR, out.dtype)
+        btile = np.empty((K, NR), out.dtype)
+        cp = ctile.ctypes.data
+        for cb in range(0, J, jc_max):
+            pc = min(jc_max, J - cb)
+            nfull = pc // NR
+            tail = pc - nfull * NR
+            if tail:
+                _pack_tail(btile, bt, cb + nfull * NR, K, tail)
+            for q in range(q0, q1):
+                deq_panels(kind, codes8, codes4, scale, offset, bs, 0, O, q, q + 1, K, wq, tmp)
+                o0 = q * MR
+                rows = min(MR, O - o0)
+                kr = MR if rows > 4 else (4 if rows > 2 else 2)
+                biasp = bias.ctypes.data + 4 * q * MR
+                for jb in range(nfull + (1 if tail else 0)):
+                    j0 = cb + jb * NR
+                    t = NR
+                    if jb < nfull:
+                        bp = bt.ctypes.data + bt.itemsize * j0
+                        if kr == MR:
+                            _tile(wq, out, bp, Jp, cp, NR, K, biasp, reg_act, 0, 0)
+                        elif kr == 4:
+                            _tile_r4(wq, out, bp, Jp, cp, NR, K, biasp, reg_act, 0, 0)
+                        else:
+                            _tile_r2(wq, out, bp, Jp, cp, NR, K, biasp, reg_act, 0, 0)
+                    else:
+                        t = tail
+                        _tail_block(wq, out, btile.ctypes.data, NR, ctile, K, biasp, reg_act,
+                                    t, True)
+                    n0 = j0 // P
+                    p0 = j0 - n0 * P
+                    if has_res:
+                        n = n0
+                        p = p0
+                        for j in range(t):
+                            for r in range(rows):
+                                store(ctile, r * NR + j,
+                                      load(ctile, r * NR + j) + load(res[n, o0 + r], p))
+                            p += 1
+                            if p == P:
+                                p = 0
+                                n += 1
+                    if has_res or act > 2:
+                        for r in range(rows):
+                            act_inplace(ctile[r * NR:r * NR + t], t, act)
+                    n = n0
+                    p = p0
+                    for j in range(t):
+                        for r in range(rows):
+                            out[n, o0 + r, p] = ctile[r * NR + j]
+                        p += 1
+                        if p == P:
+                            p = 0
+                            n += 1
+        _keep_alive(wq, tmp)
+        _keep_alive(ctile, btile)
+    _keep_alive(bt, bt)
 
 
 @njit(inline="always")
@@ -711,6 +825,14 @@ class ConvGemm:
         # a 1x1 convolution of a few pixels (a classifier) with 8-bit codes: the codes are read
         # once by the quantized GEMV (no dequantized panels, which would cost more than the GEMV)
         self.narrow = bool(self.direct and weights.kind == 2 and group == 1 and N * P <= 8)
+        #: a 1x1 convolution of quantized weights over several images of a few pixels each (a
+        #: transformer's projections: ``seq`` one-pixel images) runs as one GEMM over the images'
+        #: pixels (:func:`_k_conv_cols`): each weight panel dequantized once per call, not per image
+        self.cols = bool(self.direct and weights.kind != 0 and group == 1 and not self.narrow
+                         and N > 1 and P < NR)
+        if self.cols:
+            self.n_o, self.n_p = max(1, min(npg, threads)), 1
+            self.pc_max = max(NR, (_COL_BYTES // (isz * K)) // NR * NR)
 
     def _run_narrow(self, x: np.ndarray, out: np.ndarray) -> np.ndarray:
         N, C = self.in_shape[:2]
@@ -757,6 +879,11 @@ class ConvGemm:
         if res is not None and (res.dtype != out.dtype or not res.flags.c_contiguous):
             raise ValueError(f"conv2d: the residual must be a C-contiguous {out.dtype} array like "
                              f"the output (got {res.dtype}, contiguous={res.flags.c_contiguous})")
+        if self.cols:
+            return _k_conv_cols, (x.reshape(N, C, H * W), wt.kind, wt.codes8, wt.codes4,
+                                  wt.scale, wt.offset, wt.block, self.bias, o3,
+                                  o3 if res is None else res.reshape(o3.shape), res is not None,
+                                  self.act, self.n_o, self.pc_max)
         return _k_conv_gemm, (x.reshape(N, C, H * W), wt.panels, wt.kind, wt.codes8, wt.codes4,
                               wt.scale, wt.offset, wt.block, self.bias, o3,
                               o3 if res is None else res.reshape(o3.shape), res is not None,

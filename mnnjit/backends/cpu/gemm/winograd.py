@@ -41,7 +41,7 @@ from mnnjit.backends.cpu.fp16 import load
 from mnnjit.backends.cpu.cnn_steps import _act_code, _keep_alive, _store_act, _writable, storage_view
 
 __all__ = ["WinogradWeights", "transform_matrices", "winograd_weights", "winograd_conv3x3",
-           "workspace_floats", "choose", "POINTS"]
+           "workspace_floats", "choose", "POINTS", "transform_under_memory_low"]
 
 #: finite interpolation points per output tile size (the last point is infinity)
 POINTS = {2: (0, 1, -1), 4: (0, 1, -1, Fraction(1, 2), Fraction(-1, 2))}
@@ -629,6 +629,22 @@ def winograd_conv3x3(x: np.ndarray, wt: WinogradWeights, bias: Optional[np.ndarr
         return _k_wino, args
     _k_wino(*args)
     return out
+
+
+#: memory=low keeps a quantized 3x3 layer's codes unless its output has at least this many 4x4
+#: tiles per image and its F(4x4) float weights take at most LOW_MEMORY_MAX_BYTES: there the
+#: Winograd GEMMs cost 2-3x less than im2col on dequantized panels, and the float weights are
+#: small (ResNet-18's 56x56 and 28x28 layers: 9.4 MB of float U against 11.2 MB of codes in all,
+#: the plan's weights 21 % of fp32's)
+LOW_MEMORY_MIN_TILES = 49
+LOW_MEMORY_MAX_BYTES = 4 << 20
+
+
+def transform_under_memory_low(C: int, O: int, H: int, W: int) -> bool:
+    """Whether a quantized 3x3 stride-1 convolution of ``C -> O`` channels with an ``H x W``
+    output keeps float32 Winograd weights under memory=low (see :data:`LOW_MEMORY_MIN_TILES`)."""
+    return (-(-H // 4) * -(-W // 4) >= LOW_MEMORY_MIN_TILES
+            and 36 * C * O * 4 <= LOW_MEMORY_MAX_BYTES)
 
 
 def choose(C: int, O: int, H: int, W: int, threads: int) -> int:
