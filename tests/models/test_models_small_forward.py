@@ -126,6 +126,104 @@ _CASES = {
 }
 
 
+def _patch_conv(x):
+    from mnnjit.ops.mnn_conv import ConvWeights
+    w, b = _PATCH_W
+    return B.make_node("mnn_conv2d", [x], {"weights": ConvWeights(w.shape, b, w), "stride": (4, 4),
+                                           "dilation": (1, 1), "pads": (0, 0, 0, 0), "group": 1, "act": "relu"})
+
+
+def _patch_conv_ref(x):
+    w, b = _PATCH_W
+    n, c, h, wd = x.shape
+    o, _, kh, kw = w.shape
+    cols = x.reshape(n, c, h // kh, kh, wd // kw, kw).transpose(0, 2, 4, 1, 3, 5).reshape(n, -1, c * kh * kw)
+    y = cols @ w.reshape(o, -1).T + b
+    return np.maximum(y, 0).transpose(0, 2, 1).reshape(n, o, h // kh, wd // kw)
+
+
+_PATCH_W = (np.random.default_rng(11).standard_normal((20, 3, 4, 4)).astype(np.float32) * 0.2,
+            np.linspace(-0.5, 0.5, 20, dtype=np.float32))
+_WIDE_W = np.random.default_rng(12).standard_normal((40, 300)).astype(np.float32) * 0.1
+
+# steps the kernel runs on the packed GEMM (plan_gemm_steps) and the row helpers (plan_rows)
+_CASES.update({
+    # k over one pass of the micro-kernel (accumulated in C), transposed constant weights, bias, relu
+    "gemm_linear_deep": ([(20, 300)], lambda x: B.make_node(
+        "matmul_ex", [x, F.const(_WIDE_W, [40, 300])._node, F.const(np.arange(40, dtype=np.float32) / 40, [40])._node],
+        {"transpose_b": True, "act": "relu"}),
+        lambda x: np.maximum(x @ _WIDE_W.T + np.arange(40, dtype=np.float32) / 40, 0)),
+    # both operands computed, the left one transposed
+    "gemm_computed": ([(24, 13), (24, 33)], lambda a, b: B.make_node("matmul_ex", [a, b], {"transpose_a": True}),
+                      lambda a, b: a.T @ b),
+    "gemm_batched": ([(2, 3, 20, 16), (2, 3, 16, 25)], lambda a, b: B.make_node("matmul", [a, b]),
+                     lambda a, b: np.matmul(a, b)),
+    "patch_conv": ([(2, 3, 16, 12)], _patch_conv, _patch_conv_ref),
+    "softmax_last": ([(3, 7, 37)], lambda x: B.make_node("softmax", [x], {"axis": -1}),
+                     lambda x: np.exp(x - x.max(-1, keepdims=True)) / np.exp(x - x.max(-1, keepdims=True)).sum(-1, keepdims=True)),
+})
+
+
+def test_gemm_helper_matches_numpy() -> None:
+    """plan_gemm.gemm on its edge cases: partial panels and column blocks, k over one pass, A
+    transposed, B packed or in place, both bias modes, relu6 keeping NaN."""
+    from mnnjit.backends.cpu.codegen.plan_gemm import gemm, pack_b, scratch_size
+    rng = np.random.default_rng(4)
+    for m, k, n in [(1, 8, 16), (5, 7, 3), (6, 16, 16), (13, 300, 37), (100, 33, 50), (7, 520, 18)]:
+        a = rng.standard_normal((m, k)).astype(np.float32)
+        b = rng.standard_normal((k, n)).astype(np.float32)
+        a[0, 0] = np.nan
+        s = np.empty(scratch_size(m, k), np.float32)
+        c = np.full(m * n, 7.0, np.float32)
+        for ta in (False, True):
+            av = np.ascontiguousarray(a.T if ta else a).ravel()
+            for bpk, bv in ((False, b.ravel()), (True, pack_b(b))):
+                for bmode, bias, act in ((0, s, 0), (1, rng.standard_normal(n).astype(np.float32), 2),
+                                         (2, rng.standard_normal(m).astype(np.float32), 1)):
+                    gemm(av, ta, m, k, bv, bpk, n, c, bias, bmode, act, s)
+                    want = a.astype(np.float64) @ b
+                    want = want + (bias[:n] if bmode == 1 else bias[:m, None] if bmode == 2 else 0)
+                    want = np.clip(want, 0, 6) if act == 2 else np.maximum(want, 0) if act == 1 else want
+                    got = c.reshape(m, n)
+                    np.testing.assert_array_equal(np.isnan(got), np.isnan(want), err_msg=str((m, k, n)))
+                    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4, err_msg=str((m, k, n, ta, bpk)))
+
+
+def test_row_helpers_match_numpy() -> None:
+    """plan_rows: softmax and layer norm over rows, NaN and infinities as numpy computes them."""
+    from mnnjit.backends.cpu.codegen.plan_rows import layer_norm_rows, softmax_rows
+    rng = np.random.default_rng(6)
+    x = rng.standard_normal((6, 29)).astype(np.float32) * 4
+    x[1, 3], x[2, 5], x[3, 0] = np.nan, np.inf, -np.inf
+    o = np.empty_like(x)
+    softmax_rows(x.ravel(), o.reshape(-1), 6, 29)
+    with np.errstate(all="ignore"):
+        e = np.exp(x - x.max(1, keepdims=True))
+        want = e / e.sum(1, keepdims=True)
+    np.testing.assert_allclose(o, want, rtol=1e-5, atol=1e-7)
+    g, b = rng.standard_normal(29).astype(np.float32), rng.standard_normal(29).astype(np.float32)
+    layer_norm_rows(x.ravel(), o.reshape(-1), 6, 29, g, True, b, True, np.float32(1e-5), False)
+    with np.errstate(all="ignore"):
+        want = (x - x.mean(1, keepdims=True)) / np.sqrt(x.var(1, keepdims=True) + np.float32(1e-5)) * g + b
+    np.testing.assert_allclose(o, want, rtol=1e-4, atol=1e-5)
+
+
+def test_zoo_vit_plan_kernel_matches_real_mnn() -> None:
+    """A tiny ViT converted by real MNN (its patch embedding a strided convolution) runs whole in
+    the plan kernel and matches real MNN's stored output."""
+    import json
+    zoo = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "zoo")
+    with open(os.path.join(zoo, "MANIFEST.json")) as fh:
+        entry = json.load(fh)["entries"]["vit_tiny"]
+    data = np.load(os.path.join(zoo, entry["files"]["npz"]))
+    x, want = data["in0_x"], data["out0_y"]
+    mod = nn.load_module_from_file(os.path.join(zoo, entry["files"]["mnn"]), ["x"], ["y"])
+    for _ in range(2):
+        got = mod.forward(F.const(x, list(x.shape))).read()
+        np.testing.assert_allclose(got, want, rtol=0, atol=1e-4 * max(1.0, float(np.abs(want).max())))
+    assert _compiled(mod), "the ViT did not compile into one plan kernel"
+
+
 def test_step_writers_match_numpy() -> None:
     # every case in one model (one kernel to compile): a case the kernel declined would leave the
     # whole plan on numpy, which the last assertion catches

@@ -321,6 +321,9 @@ def _softmax(w: _Writer, node: Any, ins: tuple, out: int) -> None:
     outer, n, inner = math.prod(shape[:ax]), shape[ax], math.prod(shape[ax + 1:])
     xn = w.value(ins[0])
     o = w.fresh(out, node.size)
+    if inner == 1:  # over the last axis (attention's): rows on the compiled helper
+        w.emit(f"softmax_rows({xn}, {o}, {outer}, {n})")
+        return
     p, r, t = w.idx(), w.idx(), w.idx()
     w.emit(f"for {p} in range({outer}):")
     w.emit(f"for {r} in range({inner}):", 1)
@@ -542,6 +545,10 @@ def _layer_norm(w: _Writer, node: Any, ins: tuple, out: int) -> None:
     o = w.fresh(out, node.size)
     p, r = w.idx(), w.idx()
     rms = bool(attrs.get("rms", False))
+    # rows on the compiled helper (its sums reassociated, the rest the reference's arithmetic)
+    w.emit(f"layer_norm_rows({xn}, {o}, {outer}, {inner}, {params[0] or xn}, {params[0] is not None}, "
+           f"{params[1] or xn}, {params[1] is not None}, np.float32({eps}), {rms})")
+    return
     # the reference's float32 arithmetic: mean, then the mean square of the deviations (or of x)
     w.emit(f"for {p} in range({outer}):")
     w.emit(f"base = {p} * {inner}", 1)
@@ -627,6 +634,7 @@ import math
 import numpy as np
 import numba
 from mnnjit.backends.cpu.runtime.intrinsics import borrow, dot_f32, fast_expf
+from mnnjit.backends.cpu.codegen.plan_rows import layer_norm_rows, softmax_rows
 
 
 @numba.njit(inline="always", cache=True)
@@ -705,10 +713,13 @@ def _outline(lines: list[str], bounds: list[tuple[int, int]]) -> tuple[list[str]
     return out, "\n\n".join(functions.values())
 
 
-def plan_source(steps: list, init: list, feed_slots: list, out_slots: list, order: list) -> tuple[str, np.ndarray] | None:
+def plan_source(steps: list, init: list, feed_slots: list, out_slots: list, order: list,
+                sizes: dict | None = None) -> tuple[str, np.ndarray] | None:
     """The kernel source and constant blob for a plan's step list, or None when a step (or an
     input, output or dtype) is outside this tier. ``steps`` are the plan's
-    ``(ref, attrs, input slots, output slot, dtype, shape)`` tuples, ``order`` its node per slot."""
+    ``(ref, attrs, input slots, output slot, dtype, shape)`` tuples, ``order`` its node per slot.
+    The kernel's arguments are the used inputs, the blob, the outputs and the float32 workspace
+    ``wsa``, whose size goes into ``sizes["workspace"]``."""
     w = _Writer(init, order)
     w.out_args = {s: f"o{k}" for k, s in enumerate(out_slots)}
     bounds: list[tuple[int, int]] = []
@@ -756,19 +767,25 @@ def plan_source(steps: list, init: list, feed_slots: list, out_slots: list, orde
         w.emit(f"o{k}f[i] = {w.names[s]}[i]", 1)
     # (the workspace's last use: Numba frees an array after its last use, and its borrowed
     # view ``ws`` does not count as one)
-    w.emit("return wsa.shape[0]" + (" + gsa.shape[0]" if getattr(w, plan_gemm_steps.SCRATCH_ATTR, 0) else ""))
+    w.emit("return wsa.shape[0]")
     names = ([f"x{k}" for k, s in enumerate(feed_slots) if s is not None] + ["blob"]
              + [f"o{k}" for k in range(len(out_slots))])
     # the inputs and the blob as borrowed views (intrinsics.borrow: no atomic reference counts on
     # their slices; the caller holds them, and no output is a view of them: checked above)
     borrowed = [f"    {a} = borrow({a})" for a in names]
-    # every intermediate value in one allocation per call (its pieces are borrowed slices: no
-    # allocation or reference counting per step), fresh per call so that threads may share a plan
-    borrowed += [f"    wsa = np.empty({max(w.ws_size, 1)}, np.float32)", "    ws = borrow(wsa)"]
+    # every intermediate value in one workspace (its pieces are borrowed slices: no allocation or
+    # reference counting per step), an argument: the runner keeps a pool of them, one per call
+    # running at once (a fresh multi-megabyte array per call was page faults: mmap'ed anew)
+    borrowed += ["    ws = borrow(wsa)"]
+    names.append("wsa")
+    ws_size = w.ws_size
     gemm_scratch = getattr(w, plan_gemm_steps.SCRATCH_ATTR, 0)
     if gemm_scratch:
         # the packed GEMM's scratch (its A panels and tail tiles), shared by every GEMM step
-        borrowed += [f"    gsa = np.empty({gemm_scratch}, np.float32)", "    gs = borrow(gsa)"]
+        borrowed += [f"    gs = ws[{ws_size}:{ws_size + gemm_scratch}]"]
+        ws_size += gemm_scratch
+    if sizes is not None:
+        sizes["workspace"] = max(ws_size, 1)
     body, functions = _outline(w.lines, bounds)
     body = fold_loops(w.head, body)
     if count_calls(body) > MAX_STEPS:
@@ -796,10 +813,12 @@ def compile_plan(steps: list, init: list, feed_slots: list, out_slots: list, ord
     (a self-test against the numpy function; a mismatch keeps the numpy function)."""
     if len(steps) > MAX_PLAN_STEPS:
         return None
-    made = plan_source(steps, init, feed_slots, out_slots, order)
+    sizes: dict = {}
+    made = plan_source(steps, init, feed_slots, out_slots, order, sizes)
     if made is None:
         return None
     source, blob = made
+    wsn = sizes["workspace"]
     from mnnjit.backends.cpu.runtime import jit
     try:
         kernel = jit.get_kernel("plan " + source, lambda: source)
@@ -809,7 +828,8 @@ def compile_plan(steps: list, init: list, feed_slots: list, out_slots: list, ord
     shapes = [tuple(int(d) for d in order[s].shape) for s in out_slots]
     if sample is not None:
         outs = [np.empty(shape, F32) for shape in shapes]
-        if kernel(*[sample[k] for k in used], blob, *outs) is jit.BROKEN:
+        wsa = np.empty(wsn, F32)
+        if kernel(*[sample[k] for k in used], blob, *outs, wsa) is jit.BROKEN:
             # compiling in the background (MNNJIT_COMPILE=background): False asks the caller
             # to come back later; None (it cannot be compiled) keeps the numpy function for good
             return False if kernel.disp is not None else None
@@ -825,25 +845,32 @@ def compile_plan(steps: list, init: list, feed_slots: list, out_slots: list, ord
                                                              equal_nan=True):
                     return None
     disp = kernel.disp if kernel.seen else kernel
-    entry = entry_point(disp, [sample[k] for k in used] + [blob] + outs) if sample is not None else None
-    return _runner(entry or disp, disp, used, blob, shapes)
+    entry = entry_point(disp, [sample[k] for k in used] + [blob] + outs + [wsa]) if sample is not None else None
+    return _runner(entry or disp, disp, used, blob, shapes, wsn)
 
 
 def _runner(entry: Callable, disp: Callable, used: list[int], blob: np.ndarray,
-            shapes: list[tuple[int, ...]]) -> Callable[[list[np.ndarray]], list[np.ndarray]]:
+            shapes: list[tuple[int, ...]], wsn: int) -> Callable[[list[np.ndarray]], list[np.ndarray]]:
     """The plan's ``run``: fresh output arrays of ``shapes`` filled by the kernel from the used
     inputs and the blob (through the dispatcher when the entry refuses the arrays: another layout
-    or dtype than the first call's)."""
+    or dtype than the first call's), on a workspace of ``wsn`` float32 values from a pool (one
+    per call running at once: threads may share the plan)."""
     empty = np.empty
+    pool: list[np.ndarray] = []
     if used == [0] and len(shapes) == 1:
         shape = shapes[0]
 
         def run(arrays: list[np.ndarray]) -> list[np.ndarray]:
             out = empty(shape, F32)
             try:
-                entry(arrays[0], blob, out)
+                ws = pool.pop()     # (list.pop / append are atomic: no lock)
+            except IndexError:
+                ws = empty(wsn, F32)
+            try:
+                entry(arrays[0], blob, out, ws)
             except (TypeError, ValueError, NotImplementedError):
-                disp(arrays[0], blob, out)
+                disp(arrays[0], blob, out, ws)
+            pool.append(ws)
             return [out]
         return run
 
@@ -851,8 +878,13 @@ def _runner(entry: Callable, disp: Callable, used: list[int], blob: np.ndarray,
         args = [arrays[k] for k in used]
         outs = [empty(shape, F32) for shape in shapes]
         try:
-            entry(*args, blob, *outs)
+            ws = pool.pop()
+        except IndexError:
+            ws = empty(wsn, F32)
+        try:
+            entry(*args, blob, *outs, ws)
         except (TypeError, ValueError, NotImplementedError):
-            disp(*args, blob, *outs)
+            disp(*args, blob, *outs, ws)
+        pool.append(ws)
         return outs
     return run_any

@@ -1,0 +1,188 @@
+"""Matrix products for the whole-plan kernel (:mod:`.whole_plan`) on the packed GEMM micro-kernel.
+
+A transformer's projections (``[tokens, width] @ [width, n]``), its attention products and a
+ViT's patch embedding are too large for loops written out per step: :func:`gemm` runs them on
+the register-blocked micro-kernel of :mod:`mnnjit.backends.cpu.gemm.tile` (through
+:func:`~mnnjit.backends.cpu.gemm.conv.gemm_panels`). The left operand (the activations) is
+packed into panels of :data:`MR` rows per call, the right one is read in place as ``[k, n]``
+rows (constant weights sit that way in the plan's blob), and bias and activation are applied in
+one pass over each finished block of rows while it is in cache.
+
+:func:`patch_im2col` lays out a convolution whose stride equals its kernel (no padding, no
+dilation: a ViT's patch embedding) as the ``[C*kh*kw, OH*OW]`` right operand, so the
+convolution is one :func:`gemm` with the weights ``[O, C*kh*kw]`` on the left.
+
+These are compiled once per process (disk cache) and called from every generated kernel: the
+kernels' own source stays small, so their compile time does not grow with the GEMMs.
+
+This module imports numba: import it lazily.
+"""
+from __future__ import annotations
+
+from mnnjit.backends.cpu.runtime import numba_setup  # noqa: F401  (first: OpenMP policy, cross-process compile lock)
+import numpy as np
+from numba import njit
+
+from mnnjit.backends.cpu.gemm.conv import MR, NR, _pack_tail, _tail_block, _tile_r2, _tile_r4
+from mnnjit.backends.cpu.gemm.tile import tile_f32
+
+__all__ = ["gemm", "pack_b", "patch_im2col", "scratch_size", "MR", "NR"]
+
+#: depth of one pass over the weights: a 16-column block of B of this many rows (16 KB) stays in
+#: L1 while every panel of the row block runs over it; deeper products (a feed-forward layer's
+#: 2048) accumulate their passes in C through the micro-kernel's residual input
+KC = 256
+
+#: rows of C finished per pass: the A panels of a block of rows stay in L2 while every column
+#: block runs over them, and the bias / activation pass finds the block's rows in cache
+ROW_BLOCK = 96
+
+
+def scratch_size(m: int, k: int) -> int:
+    """Float32 elements of :func:`gemm`'s scratch for an ``m x k`` left operand."""
+    rows = min(m, ROW_BLOCK)
+    return ((rows + MR - 1) // MR) * MR * k + k * NR + MR * NR + MR + 64
+
+
+@njit(cache=True, nogil=True, error_model="numpy", boundscheck=False)
+def gemm(a, ta, m, k, b, bpk, n, c, bias, bmode, act, scratch):
+    """``c[i, j] = act(sum_k A[i, k] * b[k, j] + bias)`` for ``i < m``, ``j < n``, where the
+    bias is none (``bmode`` 0), ``bias[j]`` (1: a linear layer's) or ``bias[i]`` (2: a
+    convolution's, its rows being output channels): ``A`` is ``a`` read as ``[m, k]`` or, with ``ta``, as ``[k, m]``
+    (both flat C order), ``b`` flat ``[k, n]`` (with ``bpk``: laid out by :func:`pack_b`), ``c`` flat ``[m, n]``; ``act`` 0 none, 1 relu,
+    2 relu6 (NaN stays NaN, as the reference's ``maximum`` / ``clip``). ``scratch`` holds
+    :func:`scratch_size` float32 values."""
+    rows_max = min(m, ROW_BLOCK)
+    npan_max = (rows_max + MR - 1) // MR
+    psize = npan_max * MR * k
+    ap = scratch[:psize]
+    btile = scratch[psize:psize + k * NR].reshape((k, NR))
+    ctile = scratch[psize + k * NR:psize + k * NR + MR * NR]
+    zb = scratch[psize + k * NR + MR * NR:psize + k * NR + MR * NR + MR]
+    for r in range(MR):
+        zb[r] = np.float32(0)
+    for i0 in range(0, m, ROW_BLOCK):
+        rows = min(ROW_BLOCK, m - i0)
+        npan = (rows + MR - 1) // MR
+        # the block's rows of A as panels: ap[q*k*MR + kk*MR + r] = A[i0 + q*MR + r, kk]
+        for q in range(npan):
+            base = q * k * MR
+            for r in range(MR):
+                i = i0 + q * MR + r
+                if i < i0 + rows:
+                    if ta:
+                        for kk in range(k):
+                            ap[base + kk * MR + r] = a[kk * m + i]
+                    else:
+                        src = a[i * k:(i + 1) * k]
+                        for kk in range(k):
+                            ap[base + kk * MR + r] = src[kk]
+                else:
+                    for kk in range(k):
+                        ap[base + kk * MR + r] = np.float32(0)
+        cb = c[i0 * n:(i0 + rows) * n]
+        _panels(ap, rows, k, b, bpk, n, cb, zb, btile, ctile)
+        if bmode or act:
+            for i in range(rows):
+                row = cb[i * n:(i + 1) * n]
+                if bmode == 1:
+                    for j in range(n):
+                        row[j] += bias[j]
+                elif bmode == 2:
+                    bi = bias[i0 + i]
+                    for j in range(n):
+                        row[j] += bi
+                if act == 1:
+                    for j in range(n):
+                        t = row[j]
+                        row[j] = t if not (t < np.float32(0)) else np.float32(0)
+                elif act == 2:
+                    for j in range(n):
+                        t = row[j]
+                        t = t if not (t < np.float32(0)) else np.float32(0)
+                        row[j] = t if not (t > np.float32(6)) else np.float32(6)
+    return 0
+
+
+def pack_b(w: np.ndarray) -> np.ndarray:
+    """Constant ``[k, n]`` weights as :func:`gemm` reads them fastest (``bpk``): each whole
+    16-column block's ``k`` rows contiguous (``[n // 16][k][16]``), then the last ``n % 16``
+    columns as ``[k][n % 16]`` rows. Flat float32."""
+    w = np.ascontiguousarray(w, np.float32)
+    k, n = w.shape
+    nfull = n // NR
+    blocks = w[:, :nfull * NR].reshape(k, nfull, NR).transpose(1, 0, 2).reshape(-1)
+    return np.concatenate([blocks, w[:, nfull * NR:].reshape(-1)])
+
+
+@njit(inline="always")
+def _panels(ap, rows, K, b, bpk, n, c, zb, btile, ctile):
+    """``c[:rows, :n] = A @ B`` for the packed panels ``ap`` of A (``rows`` x ``K``), ``b`` flat
+    B (``[K, n]`` rows, or with ``bpk`` the blocks of :func:`pack_b`), ``c`` flat with row stride
+    ``n``: whole 6x16 tiles straight into
+    ``c`` in passes of :data:`KC` over ``K``, a partial last panel and the last ``n % 16`` columns
+    through the scratch tile ``ctile`` (``btile``: the packed tail columns)."""
+    npf = rows // MR
+    nfull = n // NR
+    tail = n - nfull * NR
+    apt = ap.ctypes.data
+    bptr = b.ctypes.data
+    cptr = c.ctypes.data
+    zp = zb.ctypes.data
+    ldb = NR if bpk else n
+    for k0 in range(0, K, KC):
+        kc = min(KC, K - k0)
+        for jb in range(nfull):
+            bp = bptr + 4 * ((jb * K + k0) * NR if bpk else k0 * n + jb * NR)
+            for q in range(npf):
+                cp = cptr + 4 * (q * MR * n + jb * NR)
+                tile_f32(apt + 4 * (q * K * MR + k0 * MR), bp, ldb, cp, n, kc, zp, 0, cp if k0 else 0, n)
+    if tail:
+        if bpk:
+            _pack_tail(btile, b[nfull * NR * K:nfull * NR * K + K * tail].reshape((K, tail)), 0, K, tail)
+        else:
+            _pack_tail(btile, b[:K * n].reshape((K, n)), nfull * NR, K, tail)
+    cs = ctile.ctypes.data
+    for q in range(npf + (1 if rows > npf * MR else 0)):
+        a = ap[q * K * MR:(q + 1) * K * MR]
+        r0 = q * MR
+        nr = min(MR, rows - r0)
+        for jb in range(nfull + (1 if tail else 0)):
+            j0 = jb * NR
+            if jb < nfull:
+                if nr == MR:
+                    continue  # done above
+                bp = bptr + 4 * (jb * K * NR if bpk else j0)
+                if nr <= 2:
+                    _tile_r2(a, c, bp, ldb, cs, NR, K, zp, 0, 0, 0)
+                elif nr <= 4:
+                    _tile_r4(a, c, bp, ldb, cs, NR, K, zp, 0, 0, 0)
+                else:
+                    tile_f32(a.ctypes.data, bp, ldb, cs, NR, K, zp, 0, 0, 0)
+                t = NR
+            else:
+                _tail_block(a, c, btile.ctypes.data, NR, ctile, K, zp, 0, tail, True)
+                t = tail
+            for r in range(nr):
+                dst = c[(r0 + r) * n + j0:(r0 + r) * n + j0 + t]
+                src = ctile[r * NR:r * NR + t]
+                for j in range(t):
+                    dst[j] = src[j]
+
+
+@njit(cache=True, nogil=True, error_model="numpy", boundscheck=False)
+def patch_im2col(x, c, h, w, kh, kw, col):
+    """``col[(ci*kh + y)*kw + z, p*ow + q] = x[ci, p*kh + y, q*kw + z]``: the right operand of a
+    convolution with stride ``(kh, kw)``, no padding and no dilation, on one image ``x`` (flat
+    ``[c, h, w]``) with output ``oh = h // kh`` by ``ow = w // kw``."""
+    oh, ow = h // kh, w // kw
+    npix = oh * ow
+    for ci in range(c):
+        for y in range(kh):
+            for z in range(kw):
+                dst = col[((ci * kh + y) * kw + z) * npix:((ci * kh + y) * kw + z + 1) * npix]
+                for p in range(oh):
+                    src = (ci * h + p * kh + y) * w + z
+                    for q in range(ow):
+                        dst[p * ow + q] = x[src + q * kw]
+    return 0

@@ -1,0 +1,141 @@
+"""Whole-plan kernel steps (:mod:`.whole_plan`) that call the packed GEMM of :mod:`.plan_gemm`.
+
+Each writer takes the plan kernel's writer, the step's node, its input slots and output slot, and
+either writes the step as one call of ``gemm_f32`` (and returns True) or returns False, leaving the
+step to the loops :mod:`.whole_plan` writes out itself (small products, shapes outside these cases).
+
+* :func:`matmul_ex` - a 2-D ``matmul_ex`` (a linear layer): constant weights are laid out once by
+  :func:`.plan_gemm.pack_b` in the plan's blob, the bias (one value per output column) and
+  relu / relu6 applied on each finished block of rows;
+* :func:`batched_matmul` - ``matmul`` over batch axes (attention's ``Q @ K^T`` and ``P @ V``): one
+  GEMM per batch, both operands read in place;
+* :func:`patch_conv` - ``mnn_conv2d`` whose stride equals its kernel, no padding, no dilation,
+  one group (a ViT's patch embedding): the image laid out as ``[C*kh*kw, OH*OW]`` per call and one
+  GEMM with the weights ``[O, C*kh*kw]`` on the left, straight into the NCHW output.
+
+Every float32 GEMM scratch is one argument ``gs`` of the kernel (allocated per call, sized for
+the largest step: :data:`SCRATCH_ATTR` on the writer).
+"""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+F32 = np.dtype(np.float32)
+
+#: The writer attribute holding the float32 elements the kernel's ``gs`` scratch needs.
+SCRATCH_ATTR = "gemm_scratch"
+
+#: Products smaller than this (m * n * k) stay on the kernel's own loops: a call, the packing of
+#: the left operand and the tails cost more than they save there.
+MIN_MACS = 1 << 13
+
+_ACT = {"": 0, "relu": 1, "relu6": 2}
+
+
+def _need(w: Any, m: int, k: int) -> None:
+    from mnnjit.backends.cpu.codegen.plan_gemm import scratch_size
+    setattr(w, SCRATCH_ATTR, max(getattr(w, SCRATCH_ATTR, 0), scratch_size(m, k)))
+
+
+def matmul_ex(w: Any, node: Any, ins: tuple, out: int) -> bool:
+    """``matmul_ex`` on 2-D float32 operands as one GEMM call (see the module docstring)."""
+    a, b = node.inputs[0], node.inputs[1]
+    if not (len(a.shape) == len(b.shape) == len(node.shape) == 2):
+        return False
+    attrs = node.attrs
+    act = _ACT.get(attrs.get("act", ""))
+    if act is None:
+        return False
+    m, n = (int(d) for d in node.shape)
+    ta, tb = bool(attrs.get("transpose_a")), bool(attrs.get("transpose_b"))
+    k = int(a.shape[0] if ta else a.shape[1])
+    if m < 4 or n < 16 or k < 8 or m * n * k < MIN_MACS:
+        return False
+    weights = w.init[ins[1]]
+    if weights is None and tb:
+        return False  # a computed B^T: the kernel's own loops read it transposed
+    bmode, bias = 0, "gs"
+    if len(node.inputs) > 2:
+        bn = node.inputs[2]
+        if bn.dtype != F32 or int(bn.size) != n or (len(bn.shape) and int(bn.shape[-1]) != n):
+            return False
+        bmode, bias = 1, w.value(ins[2])
+    an = w.value(ins[0])
+    if weights is not None:
+        from mnnjit.backends.cpu.codegen.plan_gemm import pack_b
+        wt = np.asarray(weights, F32)
+        bname, bpk = w.const(pack_b(wt.T if tb else wt)), True
+    else:
+        bname, bpk = w.value(ins[1]), False
+    o = w.fresh(out, m * n)
+    _need(w, m, k)
+    w.emit(f"gemm_f32({an}, {ta}, {m}, {k}, {bname}, {bpk}, {n}, {o}, {bias}, {bmode}, {act}, gs)")
+    return True
+
+
+def batched_matmul(w: Any, node: Any, ins: tuple, out: int) -> bool:
+    """``matmul`` of two float32 operands of 3 or more axes as one GEMM per batch (operands of the
+    batch's shape on both sides: no broadcasting between them)."""
+    a, b = node.inputs[0], node.inputs[1]
+    if len(a.shape) < 3 or tuple(a.shape[:-2]) != tuple(b.shape[:-2]) != () or len(b.shape) != len(a.shape):
+        return False
+    m, k = int(a.shape[-2]), int(a.shape[-1])
+    n = int(b.shape[-1])
+    if int(b.shape[-2]) != k or tuple(node.shape) != tuple(a.shape[:-2]) + (m, n):
+        return False
+    nb = math.prod(int(d) for d in node.shape[:-2])
+    if nb == 0 or m < 4 or n < 8 or k < 8 or m * n * k < MIN_MACS // 2:
+        return False
+    an, bn = w.value(ins[0]), w.value(ins[1])
+    o = w.fresh(out, int(node.size))
+    _need(w, m, k)
+    t = w.idx()
+    w.emit(f"for {t} in range({nb}):")
+    w.emit(f"gemm_f32({an}[{t} * {m * k}:({t} + 1) * {m * k}], False, {m}, {k}, "
+           f"{bn}[{t} * {k * n}:({t} + 1) * {k * n}], False, {n}, {o}[{t} * {m * n}:({t} + 1) * {m * n}], "
+           f"gs, 0, 0, gs)", 1)
+    return True
+
+
+def patch_conv(w: Any, node: Any, ins: tuple, out: int) -> bool:
+    """``mnn_conv2d`` with stride = kernel, no padding or dilation, one group and float weights
+    (a ViT's patch embedding) as an im2col copy and one GEMM per image."""
+    attrs = node.attrs
+    cw = attrs["weights"]
+    x = node.inputs[0]
+    if len(node.inputs) != 1 or x.dtype != F32 or len(x.shape) != 4 or getattr(cw, "quantized", True):
+        return False
+    act = _ACT.get(attrs.get("act", ""))
+    o_ch, ci, kh, kw = (int(d) for d in cw.shape)
+    if (act is None or int(attrs.get("group", 1)) != 1 or tuple(attrs["stride"]) != (kh, kw)
+            or tuple(attrs["dilation"]) != (1, 1) or any(int(p) for p in attrs["pads"])):
+        return False
+    nimg, c, h, wd = (int(d) for d in x.shape)
+    oh, ow = h // kh, wd // kw
+    if c != ci or tuple(node.shape) != (nimg, o_ch, oh, ow):
+        return False
+    kk, npix = c * kh * kw, oh * ow
+    if npix < 4 or o_ch * npix * kk < MIN_MACS:
+        return False
+    xn = w.value(ins[0])
+    wn = w.const(np.asarray(cw.dense(), F32).reshape(o_ch, kk))
+    bias, bmode = "gs", 0
+    if cw.bias is not None:
+        bias, bmode = w.const(np.asarray(cw.bias, F32).reshape(-1)), 2
+    o = w.fresh(out, int(node.size))
+    # the image's [C*kh*kw, OH*OW] layout: a piece of the workspace (a name the outlining keeps
+    # in the kernel body, as it does every step's value)
+    col = f"v{100000 + out}"
+    off = w.ws_size
+    w.ws_size = off + (kk * npix + 15) // 16 * 16
+    w.emit(f"{col} = ws[{off}:{off + kk * npix}]")
+    _need(w, o_ch, kk)
+    t = w.idx()
+    w.emit(f"for {t} in range({nimg}):")
+    w.emit(f"patch_im2col({xn}[{t} * {c * h * wd}:({t} + 1) * {c * h * wd}], {c}, {h}, {wd}, {kh}, {kw}, {col})", 1)
+    w.emit(f"gemm_f32({wn}, False, {o_ch}, {kk}, {col}, False, {npix}, "
+           f"{o}[{t} * {o_ch * npix}:({t} + 1) * {o_ch * npix}], {bias}, {bmode}, {act}, gs)", 1)
+    return True
