@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Callable
 
 from mnnjit import settings as config
+from mnnjit.threads import set_kernel_threads
 from mnnjit.backends.cpu.codegen.groups import CODEGEN_VERSION
 
 _lock = threading.RLock()
@@ -47,9 +48,7 @@ def numba_module():
 
 
 def _apply_threads(n: int) -> None:
-    nb = _numba
-    n = max(1, min(int(n), nb.config.NUMBA_NUM_THREADS))
-    nb.set_num_threads(n)
+    set_kernel_threads(n)  # (the one place that sizes Numba's team)
 
 
 def set_num_threads(n: int) -> None:
