@@ -243,7 +243,10 @@ def _k_dw_pw(x, pre, pre_src, pre_bias, dw_w, dw_b, dw_act, w_src, bias, out, re
     codes) and ``bias`` its padded bias as in :func:`mnnjit.backends.cpu.gemm.conv._k_conv_gemm`. Storage: float32
     or uint16 half bits (``x``, ``out``, ``res`` alike). Tasks: (image, chunk of bands of ``R``
     rows)."""
-    for task in prange(x.shape[0] * nchunk):
+    # prange(0, n), not prange(n): a signed task index, typed as when the caller's types were
+    # first inferred (Numba makes prange(n)'s index unsigned in the parallel body, which then
+    # compiled _dwpw_task a second time for a uint64 ``task``)
+    for task in prange(0, x.shape[0] * nchunk):
         _dwpw_task(x, pre, pre_src, pre_bias, dw_w, dw_b, dw_act, w_src, bias, out, res, has_res,
                    act, dims, R, nchunk, task)
 

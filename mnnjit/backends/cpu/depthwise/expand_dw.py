@@ -325,6 +325,12 @@ def _xdw_task_quarters(x, xq_all, w, kind, codes8, codes4, scale, offset, bs, bi
     _keep_alive(tmp_a, tmp_a)
 
 
+# The drivers below loop over tasks with ``prange(0, n)``, not ``prange(n)``: Numba makes
+# prange(n)'s index unsigned in the parallel body, so each task function, first compiled for
+# the signed ``task`` of the caller's type inference, compiled a second time for a uint64 one
+# (twice the compile time of the kernel).
+
+
 @njit(parallel=True, cache=True, error_model="numpy")
 def _k_expand_dw(x, w, kind, codes8, codes4, scale, offset, bs, bias, act1,
                  dw_w, dw_b, out, act2, s2, nchunk, packed):
@@ -332,7 +338,7 @@ def _k_expand_dw(x, w, kind, codes8, codes4, scale, offset, bs, bias, act1,
     arrays; the 1x1 weights as in :func:`mnnjit.backends.cpu.gemm.conv._k_conv_gemm` (bias padded to whole panels),
     ``dw_w`` [O, 9] float32; the depthwise convolution is 3x3, pads 1, stride 2 if ``s2`` else 1.
     Tasks: (image, chunk of panels), each :func:`_xdw_task`."""
-    for task in prange(x.shape[0] * nchunk):
+    for task in prange(0, x.shape[0] * nchunk):   # a signed index (see above)
         _xdw_task(x, w, kind, codes8, codes4, scale, offset, bs, bias, act1, dw_w, dw_b, out,
                   act2, s2, nchunk, task, packed)
 
@@ -352,7 +358,7 @@ def _k_expand_dw_quarters(x, w, kind, codes8, codes4, scale, offset, bs, bias, a
     planes = x.reshape(N * K, H * W)
     for p in prange(N * K):
         _quarter_plane(planes[p], H, W, Qs, xq[p])
-    for task in prange(N * nchunk):
+    for task in prange(0, N * nchunk):   # a signed index (see above)
         _xdw_task_quarters(x, xq, w, kind, codes8, codes4, scale, offset, bs, bias, act1,
                            dw_w, dw_b, out, act2, nchunk, task)
 
@@ -380,7 +386,7 @@ def _k_expand_dw_half(x, w, kind, codes8, codes4, scale, offset, bs, bias, act1,
     dst = xf.reshape(N * K, H * W)
     for p in prange(N * K):
         _widen_planes(src, dst, p)
-    for task in prange(N * nchunk):
+    for task in prange(0, N * nchunk):   # a signed index (see above)
         _xdw_task(xf, w, kind, codes8, codes4, scale, offset, bs, bias, act1, dw_w, dw_b, out,
                   act2, s2, nchunk, task, packed)
 
@@ -401,7 +407,7 @@ def _k_expand_dw_quarters_half(x, w, kind, codes8, codes4, scale, offset, bs, bi
     for p in prange(N * K):
         _widen_planes(src, planes, p)
         _quarter_plane(planes[p], H, W, Qs, xq[p])
-    for task in prange(N * nchunk):
+    for task in prange(0, N * nchunk):   # a signed index (see above)
         _xdw_task_quarters(xf, xq, w, kind, codes8, codes4, scale, offset, bs, bias, act1,
                            dw_w, dw_b, out, act2, nchunk, task)
 
