@@ -117,6 +117,9 @@ class _Writer:
         #: Lines before the body: the blob slices of the constants.
         self.head: list[str] = []
         self.consts: list[np.ndarray] = []
+        #: Lines where the step being written splits into separately outlined pieces (``cut``).
+        self.cuts: list[int] = []
+        self.pieces = 0
         self.const_keys: dict[tuple, str] = {}
         self.blob_size = 0
         self.names: dict[int, str] = {}
@@ -181,6 +184,19 @@ class _Writer:
             self.names[slot] = src
             return src
         name = self.names[slot] = f"w{slot}"
+        self.emit(f"{name} = {src}[{start}:{start + size}]")
+        return name
+
+    def cut(self) -> None:
+        """End the current step's outlined function here: the lines after this go into another
+        (a concat's copy of each of many pieces, all calls of one shared function)."""
+        self.cuts.append(len(self.lines))
+
+    def piece(self, src: str, start: int, size: int) -> str:
+        """A named view of elements ``[start, start + size)`` of the flat array ``src`` (no slot's
+        value: named past the slots)."""
+        self.pieces += 1
+        name = f"w{len(self.order) + self.pieces}"
         self.emit(f"{name} = {src}[{start}:{start + size}]")
         return name
 
@@ -466,6 +482,10 @@ def _slice(w: _Writer, node: Any, ins: tuple, out: int) -> None:
     _gather(w, node, ins, out, at)
 
 
+#: Concats of this many inputs or more copy each one in a call of its own (see ``_concat``).
+CONCAT_PIECES = 4
+
+
 def _concat(w: _Writer, node: Any, ins: tuple, out: int) -> None:
     shape = [int(d) for d in node.shape]
     ax = int(node.attrs["axis"]) % len(shape)
@@ -481,7 +501,15 @@ def _concat(w: _Writer, node: Any, ins: tuple, out: int) -> None:
         if inner == 0:
             continue
         p, r = w.idx(), w.idx()
-        if outer == 1:
+        if outer == 1 and len(names) >= CONCAT_PIECES:
+            # each piece copied by a call of its own, of one function shared by the pieces of
+            # one size (a recurrent net's output gathers one piece per time step: its calls
+            # fold into a loop; one function with a loop per piece took 8 s to compile for 100)
+            w.cut()
+            dst = w.piece(o, off, inner)
+            w.emit(f"for {r} in range({inner}):")
+            w.emit(f"{dst}[{r}] = {nm}[{r}]", 1)
+        elif outer == 1:
             w.emit(f"for {r} in range({inner}):")
             w.emit(f"{o}[{off} + {r}] = {nm}[{r}]", 1)
         else:
@@ -748,7 +776,9 @@ def plan_source(steps: list, init: list, feed_slots: list, out_slots: list, orde
                     return None
             first = len(w.lines)
             writer(w, node, ins, out)
-            bounds.append((first, len(w.lines)))
+            cuts = [first] + w.cuts + [len(w.lines)]
+            w.cuts = []
+            bounds.extend(zip(cuts, cuts[1:]))
         if any(s in feeds or w.init[s] is not None or s not in w.names for s in out_slots):
             return None  # an output that is an input or a constant: the numpy function returns it as is
         if len(set(out_slots)) != len(out_slots):
