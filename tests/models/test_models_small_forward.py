@@ -165,18 +165,19 @@ _CASES.update({
 
 
 def test_gemm_helper_matches_numpy() -> None:
-    """plan_gemm.gemm on its edge cases: partial panels and column blocks, k over one pass, A
-    transposed, B packed or in place, both bias modes, relu6 keeping NaN."""
-    from mnnjit.backends.cpu.codegen.plan_gemm import gemm, pack_b, scratch_size
+    """plan_gemm.gemm on its edge cases: partial panels and column blocks, k over one pass, more
+    rows than one row block, A transposed or packed, B packed or in place, both bias modes, relu6
+    keeping NaN."""
+    from mnnjit.backends.cpu.codegen.plan_gemm import gemm, pack_a, pack_b, scratch_size
     rng = np.random.default_rng(4)
-    for m, k, n in [(1, 8, 16), (5, 7, 3), (6, 16, 16), (13, 300, 37), (100, 33, 50), (7, 520, 18)]:
+    for m, k, n in [(1, 8, 16), (5, 7, 3), (6, 16, 16), (13, 300, 37), (100, 33, 50), (7, 520, 18), (197, 9, 17)]:
         a = rng.standard_normal((m, k)).astype(np.float32)
         b = rng.standard_normal((k, n)).astype(np.float32)
         a[0, 0] = np.nan
         s = np.empty(scratch_size(m, k), np.float32)
         c = np.full(m * n, 7.0, np.float32)
-        for ta in (False, True):
-            av = np.ascontiguousarray(a.T if ta else a).ravel()
+        for ta in (0, 1, 2):
+            av = pack_a(a) if ta == 2 else np.ascontiguousarray(a.T if ta else a).ravel()
             for bpk, bv in ((False, b.ravel()), (True, pack_b(b))):
                 for bmode, bias, act in ((0, s, 0), (1, rng.standard_normal(n).astype(np.float32), 2),
                                          (2, rng.standard_normal(m).astype(np.float32), 1)):

@@ -26,7 +26,7 @@ from numba import njit
 from mnnjit.backends.cpu.gemm.conv import MR, NR, _pack_tail, _tail_block, _tile_r2, _tile_r4
 from mnnjit.backends.cpu.gemm.tile import tile_f32
 
-__all__ = ["gemm", "pack_b", "patch_im2col", "scratch_size", "MR", "NR"]
+__all__ = ["gemm", "pack_a", "pack_b", "patch_im2col", "scratch_size", "MR", "NR"]
 
 #: depth of one pass over the weights: a 16-column block of B of this many rows (16 KB) stays in
 #: L1 while every panel of the row block runs over it; deeper products (a feed-forward layer's
@@ -48,10 +48,11 @@ def scratch_size(m: int, k: int) -> int:
 def gemm(a, ta, m, k, b, bpk, n, c, bias, bmode, act, scratch):
     """``c[i, j] = act(sum_k A[i, k] * b[k, j] + bias)`` for ``i < m``, ``j < n``, where the
     bias is none (``bmode`` 0), ``bias[j]`` (1: a linear layer's) or ``bias[i]`` (2: a
-    convolution's, its rows being output channels): ``A`` is ``a`` read as ``[m, k]`` or, with ``ta``, as ``[k, m]``
-    (both flat C order), ``b`` flat ``[k, n]`` (with ``bpk``: laid out by :func:`pack_b`), ``c`` flat ``[m, n]``; ``act`` 0 none, 1 relu,
-    2 relu6 (NaN stays NaN, as the reference's ``maximum`` / ``clip``). ``scratch`` holds
-    :func:`scratch_size` float32 values."""
+    convolution's, its rows being output channels): ``A`` is ``a`` read as ``[m, k]`` (``ta`` 0),
+    ``[k, m]`` (1; both flat C order) or as the panels of :func:`pack_a` (2: constant weights);
+    ``b`` is flat ``[k, n]`` (with ``bpk``: laid out by :func:`pack_b`), ``c`` flat ``[m, n]``;
+    ``act`` 0 none, 1 relu, 2 relu6 (NaN stays NaN, as the reference's ``maximum`` / ``clip``).
+    ``scratch`` holds :func:`scratch_size` float32 values."""
     rows_max = min(m, ROW_BLOCK)
     npan_max = (rows_max + MR - 1) // MR
     psize = npan_max * MR * k
@@ -64,6 +65,11 @@ def gemm(a, ta, m, k, b, bpk, n, c, bias, bmode, act, scratch):
     for i0 in range(0, m, ROW_BLOCK):
         rows = min(ROW_BLOCK, m - i0)
         npan = (rows + MR - 1) // MR
+        cb = c[i0 * n:(i0 + rows) * n]
+        if ta == 2:  # already panels (ROW_BLOCK is a multiple of MR: the block's start one)
+            _panels(a[i0 * k:(i0 + npan * MR) * k], rows, k, b, bpk, n, cb, zb, btile, ctile)
+            _epilogue(cb, rows, n, i0, bias, bmode, act)
+            continue
         # the block's rows of A as panels: ap[q*k*MR + kk*MR + r] = A[i0 + q*MR + r, kk]
         for q in range(npan):
             base = q * k * MR
@@ -80,28 +86,45 @@ def gemm(a, ta, m, k, b, bpk, n, c, bias, bmode, act, scratch):
                 else:
                     for kk in range(k):
                         ap[base + kk * MR + r] = np.float32(0)
-        cb = c[i0 * n:(i0 + rows) * n]
         _panels(ap, rows, k, b, bpk, n, cb, zb, btile, ctile)
-        if bmode or act:
-            for i in range(rows):
-                row = cb[i * n:(i + 1) * n]
-                if bmode == 1:
-                    for j in range(n):
-                        row[j] += bias[j]
-                elif bmode == 2:
-                    bi = bias[i0 + i]
-                    for j in range(n):
-                        row[j] += bi
-                if act == 1:
-                    for j in range(n):
-                        t = row[j]
-                        row[j] = t if not (t < np.float32(0)) else np.float32(0)
-                elif act == 2:
-                    for j in range(n):
-                        t = row[j]
-                        t = t if not (t < np.float32(0)) else np.float32(0)
-                        row[j] = t if not (t > np.float32(6)) else np.float32(6)
+        _epilogue(cb, rows, n, i0, bias, bmode, act)
     return 0
+
+
+@njit(inline="always")
+def _epilogue(cb, rows, n, i0, bias, bmode, act):
+    """Bias and activation on ``rows`` finished rows of C (row ``i`` is C's ``i0 + i``)."""
+    if bmode == 0 and act == 0:
+        return
+    for i in range(rows):
+        row = cb[i * n:(i + 1) * n]
+        if bmode == 1:
+            for j in range(n):
+                row[j] += bias[j]
+        elif bmode == 2:
+            bi = bias[i0 + i]
+            for j in range(n):
+                row[j] += bi
+        if act == 1:
+            for j in range(n):
+                t = row[j]
+                row[j] = t if not (t < np.float32(0)) else np.float32(0)
+        elif act == 2:
+            for j in range(n):
+                t = row[j]
+                t = t if not (t < np.float32(0)) else np.float32(0)
+                row[j] = t if not (t > np.float32(6)) else np.float32(6)
+
+
+def pack_a(w: np.ndarray) -> np.ndarray:
+    """Constant ``[m, k]`` weights as :func:`gemm` reads a left operand with ``ta`` 2: panels of
+    :data:`MR` rows, ``[ceil(m / MR)][k][MR]`` (zero rows pad the last). Flat float32."""
+    w = np.ascontiguousarray(w, np.float32)
+    m, k = w.shape
+    npan = (m + MR - 1) // MR
+    padded = np.zeros((npan * MR, k), np.float32)
+    padded[:m] = w
+    return np.ascontiguousarray(padded.reshape(npan, MR, k).transpose(0, 2, 1)).reshape(-1)
 
 
 def pack_b(w: np.ndarray) -> np.ndarray:

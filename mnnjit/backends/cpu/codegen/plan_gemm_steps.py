@@ -32,6 +32,10 @@ SCRATCH_ATTR = "gemm_scratch"
 #: the left operand and the tails cost more than they save there.
 MIN_MACS = 1 << 13
 
+#: The same bound per batch of a batched product: the kernel's own loop over a batch's
+#: [17, 12] @ [12, 17] (a tiny ViT's attention) ran at ~2 GFLOP/s, the GEMM call several times that.
+MIN_BATCH_MACS = 1 << 9
+
 _ACT = {"": 0, "relu": 1, "relu6": 2}
 
 
@@ -72,7 +76,7 @@ def matmul_ex(w: Any, node: Any, ins: tuple, out: int) -> bool:
         bname, bpk = w.value(ins[1]), False
     o = w.fresh(out, m * n)
     _need(w, m, k)
-    w.emit(f"gemm_f32({an}, {ta}, {m}, {k}, {bname}, {bpk}, {n}, {o}, {bias}, {bmode}, {act}, gs)")
+    w.emit(f"gemm_f32({an}, {int(ta)}, {m}, {k}, {bname}, {bpk}, {n}, {o}, {bias}, {bmode}, {act}, gs)")
     return True
 
 
@@ -87,14 +91,14 @@ def batched_matmul(w: Any, node: Any, ins: tuple, out: int) -> bool:
     if int(b.shape[-2]) != k or tuple(node.shape) != tuple(a.shape[:-2]) + (m, n):
         return False
     nb = math.prod(int(d) for d in node.shape[:-2])
-    if nb == 0 or m < 4 or n < 8 or k < 8 or m * n * k < MIN_MACS // 2:
+    if nb == 0 or m < 4 or n < 8 or k < 8 or m * n * k < MIN_BATCH_MACS:
         return False
     an, bn = w.value(ins[0]), w.value(ins[1])
     o = w.fresh(out, int(node.size))
     _need(w, m, k)
     t = w.idx()
     w.emit(f"for {t} in range({nb}):")
-    w.emit(f"gemm_f32({an}[{t} * {m * k}:({t} + 1) * {m * k}], False, {m}, {k}, "
+    w.emit(f"gemm_f32({an}[{t} * {m * k}:({t} + 1) * {m * k}], 0, {m}, {k}, "
            f"{bn}[{t} * {k * n}:({t} + 1) * {k * n}], False, {n}, {o}[{t} * {m * n}:({t} + 1) * {m * n}], "
            f"gs, 0, 0, gs)", 1)
     return True
@@ -121,7 +125,8 @@ def patch_conv(w: Any, node: Any, ins: tuple, out: int) -> bool:
     if npix < 4 or o_ch * npix * kk < MIN_MACS:
         return False
     xn = w.value(ins[0])
-    wn = w.const(np.asarray(cw.dense(), F32).reshape(o_ch, kk))
+    from mnnjit.backends.cpu.codegen.plan_gemm import pack_a
+    wn = w.const(pack_a(np.asarray(cw.dense(), F32).reshape(o_ch, kk)))
     bias, bmode = "gs", 0
     if cw.bias is not None:
         bias, bmode = w.const(np.asarray(cw.bias, F32).reshape(-1)), 2
@@ -136,6 +141,6 @@ def patch_conv(w: Any, node: Any, ins: tuple, out: int) -> bool:
     t = w.idx()
     w.emit(f"for {t} in range({nimg}):")
     w.emit(f"patch_im2col({xn}[{t} * {c * h * wd}:({t} + 1) * {c * h * wd}], {c}, {h}, {wd}, {kh}, {kw}, {col})", 1)
-    w.emit(f"gemm_f32({wn}, False, {o_ch}, {kk}, {col}, False, {npix}, "
+    w.emit(f"gemm_f32({wn}, 2, {o_ch}, {kk}, {col}, False, {npix}, "
            f"{o}[{t} * {o_ch * npix}:({t} + 1) * {o_ch * npix}], {bias}, {bmode}, {act}, gs)", 1)
     return True
