@@ -10,6 +10,10 @@ from typing import Any
 
 __version__ = "0.1.0"
 
+from . import allocator as _allocator  # noqa: E402
+
+_allocator.configure()  # before the first arrays: freed result buffers stay mapped (see allocator.py)
+
 _SUBMODULES = ("numpy", "cv", "expr", "nn", "compiler", "backends", "format", "ops")
 
 
