@@ -591,15 +591,22 @@ def _k_conv_cols(x, kind, codes8, codes4, scale, offset, bs, bias, out, res, has
     npg = (O + MR - 1) // MR
     Jp = -(-J // NR) * NR
     bt = _aligned_rows(K, Jp, x.dtype)
+    xf = x.reshape(-1)
     nkb = -(-K // 16)
+    # flat indices: no array view per value (each costs atomic reference counting in a
+    # parallel loop); 16-row bands of bt, so a task's writes fill whole lines
+    btf = bt.reshape(-1)
     for kb in prange(nkb):
+        k1 = min(K, kb * 16 + 16)
         for n in range(N):
-            for k in range(kb * 16, min(K, kb * 16 + 16)):
-                src = x[n, k]
-                dst = bt[k, n * P:(n + 1) * P]
+            src = n * K * P
+            for k in range(kb * 16, k1):
+                dst = k * Jp + n * P
                 for p in range(P):
-                    dst[p] = src[p]
+                    btf[dst + p] = xf[src + k * P + p]
     reg_act = act if act <= 2 and not has_res else 0
+    outf = out.reshape(-1)
+    resf = res.reshape(-1)
     for task in prange(n_ochunk):
         q0 = task * npg // n_ochunk
         q1 = (task + 1) * npg // n_ochunk
@@ -637,15 +644,17 @@ def _k_conv_cols(x, kind, codes8, codes4, scale, offset, bs, bias, out, res, has
                         t = tail
                         _tail_block(wq, out, btile.ctypes.data, NR, ctile, K, biasp, reg_act,
                                     t, True)
+                    # column j0 + j is pixel p of image n: out/res flat index (n*O + o)*P + p
                     n0 = j0 // P
                     p0 = j0 - n0 * P
                     if has_res:
                         n = n0
                         p = p0
                         for j in range(t):
+                            i0 = (n * O + o0) * P + p
                             for r in range(rows):
                                 store(ctile, r * NR + j,
-                                      load(ctile, r * NR + j) + load(res[n, o0 + r], p))
+                                      load(ctile, r * NR + j) + load(resf, i0 + r * P))
                             p += 1
                             if p == P:
                                 p = 0
@@ -656,8 +665,9 @@ def _k_conv_cols(x, kind, codes8, codes4, scale, offset, bs, bias, out, res, has
                     n = n0
                     p = p0
                     for j in range(t):
+                        i0 = (n * O + o0) * P + p
                         for r in range(rows):
-                            out[n, o0 + r, p] = ctile[r * NR + j]
+                            outf[i0 + r * P] = ctile[r * NR + j]
                         p += 1
                         if p == P:
                             p = 0
@@ -833,7 +843,7 @@ class ConvGemm:
                          and N > 1 and P < NR)
         if self.cols:
             self.n_o, self.n_p = max(1, min(npg, threads)), 1
-            self.pc_max = max(NR, (_COL_BYTES // (isz * K)) // NR * NR)
+            self.pc_max = max(NR, (_L2_BYTES // (isz * K)) // NR * NR)
 
     def _run_narrow(self, x: np.ndarray, out: np.ndarray) -> np.ndarray:
         N, C = self.in_shape[:2]
