@@ -27,7 +27,7 @@ import numpy as np
 from .. import settings
 from ..backends import registry
 from ..backends.base import Backend, GraphIR
-from ..graph import Node
+from ..graph import Node, topo_order
 from ..ops.conv_info import conv_macs, conv_macs_of
 
 
@@ -43,7 +43,18 @@ def worth_lowering(outputs: list[Node], modes: Any = None, macs: int | None = No
     if not macs or not settings.compiling_enabled():
         return False
     moded = modes is not None and (modes.fp16 or modes.keep_quantized)
-    return moded or macs >= settings.threshold()
+    if moded:
+        return True
+    if macs >= settings.threshold() and _only_patch_convs(outputs):
+        return False  # a vision transformer: its plan compiles whole (the patch embedding a GEMM)
+    return macs >= settings.threshold()
+
+
+def _only_patch_convs(outputs: list[Node]) -> bool:
+    """Whether every convolution of the graph is a patch embedding (``conv_info.is_patch_conv``)."""
+    from ..ops.conv_info import conv_params, is_patch_conv
+    convs = [n for n in topo_order(outputs, stop_at_values=False) if conv_params(n) is not None]
+    return bool(convs) and all(is_patch_conv(n) for n in convs)
 
 
 def delegates(backend: Backend) -> bool:

@@ -20,6 +20,7 @@ import numpy as np
 from .. import runtime
 from ..compiler import whole
 from ..graph import Node, topo_order
+from ..ops.conv_info import is_patch_conv
 from .simplify import simplify
 from .translate import MNN_DTYPES, Ctx, NeedsValuesError, Translator
 
@@ -373,13 +374,23 @@ def _lean(plan: ExecutionPlan) -> bool:
     except ImportError:
         return True
     thr = config.threshold()
+    whole = _plan_kernel_calls() is not None
     for n in plan.order:
         if n.op in ("const", "placeholder"):
             continue
+        if whole and (n.op in WHOLE_PLAN_OPS or is_patch_conv(n)):
+            continue  # the whole-plan kernel runs these on compiled GEMM / row helpers at any size
         work = max([n.size if n.dtype is not None else 0] + [i.size for i in n.inputs])
         if work >= thr or (work >= KERNEL_MIN and backend.supports_op(n)):
             return False
     return True
+
+
+#: Ops that keep a plan on the lean tier whatever their size: once hot it compiles whole, and the
+#: CPU plan kernel runs them on the packed GEMM (matrix products, a ViT's patch embedding) and
+#: compiled row helpers (``backends/cpu/codegen/plan_gemm.py``, ``plan_rows.py``), with no Python
+#: between steps (a transformer's graph path paid a step dispatch per op).
+WHOLE_PLAN_OPS = frozenset({"matmul_ex", "matmul", "softmax", "layer_norm"})
 
 
 def _reference_executor_chosen() -> bool:

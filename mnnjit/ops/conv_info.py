@@ -33,6 +33,17 @@ def conv_params(n: Any) -> Optional[Tuple[Any, Optional[np.ndarray], Tuple[int, 
     return None
 
 
+def is_patch_conv(n: Any) -> bool:
+    """Whether ``n`` is a model convolution whose stride equals its kernel, with no padding or
+    dilation and one group (a vision transformer's patch embedding: one matrix product)."""
+    if n.op != "mnn_conv2d":
+        return False
+    a = n.attrs
+    kh, kw = (int(d) for d in a["weights"].shape[2:])
+    return (int(a.get("group", 1)) == 1 and tuple(a["stride"]) == (kh, kw) and tuple(a["dilation"]) == (1, 1)
+            and not any(int(p) for p in a["pads"]))
+
+
 def conv_macs(outputs: list) -> int:
     """Multiply-adds of the constant-weight float convolutions the nodes ``outputs`` depend on."""
     return conv_macs_of(topo_order(outputs, stop_at_values=False))
