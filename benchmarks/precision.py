@@ -192,6 +192,19 @@ def _choices(plan) -> list:
     return [list(c) for c in plan_choices(plan)]
 
 
+def _weight_bytes(plan) -> object:
+    """Weight bytes a plan holds: a kernel-step plan's count, else (a plan over graph nodes: the
+    transformer's fp32 ExecutionPlan) the constants of 64 values or more it computes from."""
+    if hasattr(plan, "weight_nbytes"):
+        return plan.weight_nbytes
+    outs = getattr(plan, "outputs", None)
+    if not outs:
+        return None
+    from mnnjit.graph import topo_order
+    return sum(n.value.nbytes for n in topo_order(list(outs), stop_at_values=False)
+               if n.op == "const" and n.value is not None and n.value.size >= 64)
+
+
 def model_child(model: str, p: int, m: int, reps: int, impl: str = "runner") -> dict:
     """Run in a fresh process: one model in one mode through ``mnnjit.nn`` (the model runner:
     every mode, fp32 included, runs the same kernel-step plan, NetPlan, for CNNs)."""
@@ -209,7 +222,7 @@ def model_child(model: str, p: int, m: int, reps: int, impl: str = "runner") -> 
             "plan": type(plan).__name__,
             "first_call_s": round(first, 2), "peak_rss_mb": vm_hwm_mb(),
             "rss_growth_mb": vm_hwm_mb() - rss0, "rss_after_first_mb": rss_loaded - rss0,
-            "weight_mb": (plan.weight_nbytes / 2 ** 20) if hasattr(plan, "weight_nbytes") else None,
+            "weight_mb": None if _weight_bytes(plan) is None else _weight_bytes(plan) / 2 ** 20,
             "act_mb": (plan.activation_nbytes / 2 ** 20)
             if hasattr(plan, "activation_nbytes") else None,
             "max_abs_err": None if ref is None else float(np.abs(y.reshape(ref.shape) - ref).max())}
