@@ -35,12 +35,13 @@ def conv_params(n: Any) -> Optional[Tuple[Any, Optional[np.ndarray], Tuple[int, 
 
 def is_patch_conv(n: Any) -> bool:
     """Whether ``n`` is a model convolution whose stride equals its kernel, with no padding or
-    dilation and one group (a vision transformer's patch embedding: one matrix product)."""
+    dilation and one group, over patches of at least 2x2 (a vision transformer's patch embedding:
+    one matrix product; a 1x1 convolution is a CNN's pointwise layer)."""
     if n.op != "mnn_conv2d":
         return False
     a = n.attrs
     kh, kw = (int(d) for d in a["weights"].shape[2:])
-    return (int(a.get("group", 1)) == 1 and tuple(a["stride"]) == (kh, kw) and tuple(a["dilation"]) == (1, 1)
+    return (kh >= 2 and kw >= 2 and int(a.get("group", 1)) == 1 and tuple(a["stride"]) == (kh, kw) and tuple(a["dilation"]) == (1, 1)
             and not any(int(p) for p in a["pads"]))
 
 
