@@ -209,22 +209,6 @@ def test_row_helpers_match_numpy() -> None:
     np.testing.assert_allclose(o, want, rtol=1e-4, atol=1e-5)
 
 
-def test_zoo_vit_plan_kernel_matches_real_mnn() -> None:
-    """A tiny ViT converted by real MNN (its patch embedding a strided convolution) runs whole in
-    the plan kernel and matches real MNN's stored output."""
-    import json
-    zoo = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "zoo")
-    with open(os.path.join(zoo, "MANIFEST.json")) as fh:
-        entry = json.load(fh)["entries"]["vit_tiny"]
-    data = np.load(os.path.join(zoo, entry["files"]["npz"]))
-    x, want = data["in0_x"], data["out0_y"]
-    mod = nn.load_module_from_file(os.path.join(zoo, entry["files"]["mnn"]), ["x"], ["y"])
-    for _ in range(2):
-        got = mod.forward(F.const(x, list(x.shape))).read()
-        np.testing.assert_allclose(got, want, rtol=0, atol=1e-4 * max(1.0, float(np.abs(want).max())))
-    assert _compiled(mod), "the ViT did not compile into one plan kernel"
-
-
 def test_step_writers_match_numpy() -> None:
     # every case in one model (one kernel to compile): a case the kernel declined would leave the
     # whole plan on numpy, which the last assertion catches

@@ -26,7 +26,7 @@ from numba import njit
 from mnnjit.backends.cpu.gemm.conv import MR, NR, _pack_tail, _tail_block, _tile_r2, _tile_r4
 from mnnjit.backends.cpu.gemm.tile import tile_f32
 
-__all__ = ["gemm", "pack_a", "pack_b", "patch_im2col", "scratch_size", "MR", "NR"]
+__all__ = ["gemm", "gemm_batched", "pack_a", "pack_b", "patch_im2col", "scratch_size", "MR", "NR"]
 
 #: depth of one pass over the weights: a 16-column block of B of this many rows (16 KB) stays in
 #: L1 while every panel of the row block runs over it; deeper products (a feed-forward layer's
@@ -208,4 +208,14 @@ def patch_im2col(x, c, h, w, kh, kw, col):
                     src = (ci * h + p * kh + y) * w + z
                     for q in range(ow):
                         dst[p * ow + q] = x[src + q * kw]
+    return 0
+
+
+@njit(cache=True, nogil=True, error_model="numpy", boundscheck=False)
+def gemm_batched(a, m, k, b, n, c, nb, scratch):
+    """``nb`` products ``c[t] = a[t] @ b[t]`` on :func:`gemm` (flat ``[m, k]``, ``[k, n]``,
+    ``[m, n]`` each; ``scratch`` of :func:`scratch_size` for ``m x k``)."""
+    for q in range(nb):
+        gemm(a[q * m * k:(q + 1) * m * k], 0, m, k, b[q * k * n:(q + 1) * k * n], False, n,
+             c[q * m * n:(q + 1) * m * n], scratch, 0, 0, scratch)
     return 0

@@ -96,11 +96,7 @@ def batched_matmul(w: Any, node: Any, ins: tuple, out: int) -> bool:
     an, bn = w.value(ins[0]), w.value(ins[1])
     o = w.fresh(out, int(node.size))
     _need(w, m, k)
-    t = w.idx()
-    w.emit(f"for {t} in range({nb}):")
-    w.emit(f"gemm_f32({an}[{t} * {m * k}:({t} + 1) * {m * k}], 0, {m}, {k}, "
-           f"{bn}[{t} * {k * n}:({t} + 1) * {k * n}], False, {n}, {o}[{t} * {m * n}:({t} + 1) * {m * n}], "
-           f"gs, 0, 0, gs)", 1)
+    w.emit(f"gemm_batched({an}, {m}, {k}, {bn}, {n}, {o}, {nb}, gs)")
     return True
 
 

@@ -60,7 +60,7 @@ MAX_PLAN_STEPS = 20000
 NARROW = 16
 
 #: Part of every generated source: bump it when the generated code or the helpers it calls change.
-PLAN_KERNEL_VERSION = 11
+PLAN_KERNEL_VERSION = 12
 
 #: Constants in the blob start at multiples of this many elements (64-byte lines).
 _ALIGN = 16
@@ -693,7 +693,7 @@ def kernel({args}):
 
 
 #: What a kernel with GEMM steps imports (only those: the GEMM module loads the micro-kernels).
-_GEMM_IMPORT = "from mnnjit.backends.cpu.codegen.plan_gemm import gemm as gemm_f32, patch_im2col"
+_GEMM_IMPORT = "from mnnjit.backends.cpu.codegen.plan_gemm import gemm as gemm_f32, gemm_batched, patch_im2col"
 
 #: A line of a step that stays in the kernel: its value's workspace piece, output argument or view.
 _SETUP = re.compile(r"^    [vw]\d+ = (ws\[\d+:\d+\]|o\d+\.reshape\(\d+\)|\w+\[\d+:\d+\])$")
