@@ -89,12 +89,16 @@ def _expand(lines: list[str]) -> list[tuple[str, tuple]]:
         if m:
             body = []
             k += 1
-            while k < len(lines) and lines[k].startswith("        step_"):
+            while k < len(lines) and lines[k].startswith("        "):
                 body.append(lines[k].strip())
                 k += 1
             for it in range(int(m.group(2))):
-                for call in body:
-                    fn, args = re.match(r"^(step_\w+)\((.*)\)$", call).groups()
+                for line in body:
+                    if not line.startswith("step_"):  # an iteration's array, named once
+                        name, expr = line.split(" = ", 1)
+                        env[name] = place(expr, {m.group(1): it})
+                        continue
+                    fn, args = re.match(r"^(step_\w+)\((.*)\)$", line).groups()
                     calls.append((fn, tuple(place(a, {m.group(1): it}) for a in re.split(r", (?![^\[]*\])", args))))
             continue
         s = ln.strip()

@@ -178,12 +178,23 @@ def fold_loops(head: list[str], body: list[str]) -> list[str]:
         counter += 1
         out.append(f"    for {var} in range({reps}):")
         flat = 0
-        for fn_k, fn, args in calls[n:n + p]:
+        # each array of an iteration sliced once (a value is written by one call and read by
+        # the next ones): Numba's IR for a slice is most of the kernel's compile time
+        named: dict[str, str] = {}
+        lines = []
+        for _, fn, args in calls[n:n + p]:
             exprs = []
             for a in args:
-                exprs.append(_slice(places[a], step[flat], var))
+                expr = _slice(places[a], step[flat], var)
                 flat += 1
-            out.append(f"        {fn}({', '.join(exprs)})")
+                if "[" in expr:
+                    if expr not in named:
+                        named[expr] = f"{var}a{len(named)}"
+                        lines.append(f"        {named[expr]} = {expr}")
+                    expr = named[expr]
+                exprs.append(expr)
+            lines.append(f"        {fn}({', '.join(exprs)})")
+        out.extend(lines)
         end = calls[n + p * reps - 1][0] + 1
         # names the folded lines defined that later lines read: their slices again
         for j in range(k, end):
