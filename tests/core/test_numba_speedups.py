@@ -128,3 +128,73 @@ def test_machine_code_equals_numbas(monkeypatch):
     strip = lambda s: re.sub(r"_ZN\w+(\", \d+)?", "SYM", s)  # noqa: E731
     assert len(asm_ours) > 10000
     assert strip(asm_ours) == strip(asm_theirs)
+
+
+_CACHED_KERNEL = '''
+import sys
+import numpy as np
+from mnnjit.backends.cpu.runtime import numba_setup  # noqa: F401
+import numba
+
+@numba.njit(parallel=True, cache=True)
+def k(x, out):
+    for i in numba.prange(0, x.shape[0]):
+        s = np.float32(0.0)
+        for j in range(x.shape[1]):
+            s += x[i, j] * np.float32(j)
+        out[i] = s
+    for i in numba.prange(x.shape[0]):
+        out[i] += np.float32(i)
+    return out
+
+x = np.arange(60, dtype=np.float32).reshape(12, 5)
+got = k(x, np.empty(12, np.float32))
+want = (x * np.arange(5, dtype=np.float32)).sum(1) + np.arange(12, dtype=np.float32)
+assert np.array_equal(got, want), (got, want)
+print("hits", sum(k.stats.cache_hits.values()), "misses", sum(k.stats.cache_misses.values()))
+'''
+
+
+def test_parallel_kernel_with_link_only_gufuncs_runs_compiled_and_from_cache(tmp_path):
+    """The gufunc libraries get no machine code of their own: the kernel runs right after its
+    compile and, loaded from the disk cache, in a new process."""
+    import os
+    import subprocess
+    import sys
+    src = tmp_path / "cached_kernel.py"
+    src.write_text(_CACHED_KERNEL)
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "cache"),
+               PYTHONPATH=os.pathsep.join([os.path.dirname(os.path.dirname(os.path.dirname(
+                   os.path.abspath(__file__))))] + sys.path))
+    outs = [subprocess.run([sys.executable, str(src)], env=env, capture_output=True, text=True,
+                           timeout=300) for _ in range(2)]
+    for o in outs:
+        assert o.returncode == 0, o.stderr[-2000:]
+    assert "misses 1" in outs[0].stdout
+    assert "hits 1" in outs[1].stdout
+
+
+def test_a_link_only_library_makes_its_code_when_asked():
+    """A gufunc library whose address is asked for after all (a caller Numba does not make
+    today) gets its machine code then."""
+    from numba.core import codegen
+    libs = []
+    orig = codegen.CPUCodeLibrary._finalize_final_module
+
+    def spy(self):
+        if getattr(self, "_mnnjit_link_only", False):
+            libs.append(self)
+        return orig(self)
+
+    codegen.CPUCodeLibrary._finalize_final_module = spy
+    try:
+        kern = _make_kernel()
+        kern(*_args())
+    finally:
+        codegen.CPUCodeLibrary._finalize_final_module = orig
+    assert libs and all(lib._mnnjit_deferred for lib in libs)
+    lib = libs[0]
+    name = next(f.name for f in lib.get_defined_functions() if f.name.startswith("__gufunc__")
+                or "parfor_gufunc" in f.name)
+    assert lib.get_pointer_to_function(name) != 0
+    assert not lib._mnnjit_deferred
