@@ -3,6 +3,7 @@ empty kernel cache.
 
     PYTHONPATH=. python benchmarks/compile_times.py [--models mobilenetv2 resnet18]
         [--precisions normal low] [--out benchmarks/results/compile_times.json]
+        [--baseline earlier.json]
 
 Each child loads the model with a fresh temporary ``MNNJIT_CACHE_DIR`` in background mode (the
 default), runs forwards until no new kernel is queued, waits for the background worker and reports
@@ -10,6 +11,8 @@ every job: the kernel's name and signature, its compile wall time and the worker
 it (a kernel's callees compile inside it and count in its time). The worker compiles one kernel at
 a time, so the CPU seconds add up to the background compile cost. The first job also pays the
 worker's imports (mnnjit's kernel modules and Numba's start-up, a few CPU seconds).
+``--baseline`` keeps an earlier run's results (its ``baseline`` if it has one) in the JSON with
+each total before / after.
 With ``MNNJIT_BENCH_JOBS=<file>`` each child also pickles how to compile each job again alone
 (module, file, qualname, signature) for experiments on one kernel.
 """
@@ -84,7 +87,13 @@ def main() -> None:
     ap.add_argument("--out", default=os.path.join(HERE, "results", "compile_times.json"))
     ap.add_argument("--label", default="", help="a name for this build (kept in the JSON)")
     ap.add_argument("--workdir", default=os.path.join(tempfile.gettempdir(), "mnnjit_bench_models"))
+    ap.add_argument("--baseline", default="", help="an earlier JSON of this script to compare with")
     args = ap.parse_args()
+    base = None
+    if args.baseline:
+        with open(args.baseline) as f:
+            base = json.load(f)
+        base = base.get("baseline", base)
     os.makedirs(args.workdir, exist_ok=True)
     paths = {"mobilenetv2": os.path.join(MODELS, "mobilenetv2.mnn")}
     if "resnet18" in args.models:
@@ -99,6 +108,15 @@ def main() -> None:
                   f"(compile wall {r['total_compile_wall_s']:.1f} s)", flush=True)
             for j in sorted(r["jobs"], key=lambda j: -j["cpu_seconds"]):
                 print(f"    {j['cpu_seconds']:7.2f}  {j['kernel'][:150]}", flush=True)
+    if base is not None:
+        report["baseline"] = {k: base[k] for k in ("label", "machine", "how", "dates", "date", "load", "results")
+                              if k in base}
+        report["totals_cpu_s"] = {
+            k: {"before": base["results"][k]["total_cpu_s"], "after": r["total_cpu_s"],
+                "ratio": round(r["total_cpu_s"] / base["results"][k]["total_cpu_s"], 3)}
+            for k, r in report["results"].items() if k in base["results"]}
+        for k, v in report["totals_cpu_s"].items():
+            print(f"{k:20s} {v['before']:7.1f} -> {v['after']:7.1f} CPU-s ({v['ratio']:.2f}x)")
     os.makedirs(os.path.dirname(args.out), exist_ok=True)
     with open(args.out, "w") as f:
         json.dump(report, f, indent=1)
