@@ -4,7 +4,8 @@
 * mnnjit's kernels cache under the one cache directory, checked and healing (:mod:`.cache`); this
   must precede the kernel modules' decorators, which choose where a function caches;
 * processes sharing a kernel cache compile each kernel once, one at a time (:mod:`.compile_lock`);
-* faster equivalents of Numba's slowest IR analyses on large kernels (:mod:`.numba_speedups`).
+* cheaper compiles of large kernels: faster IR analyses, no machine code for link-only libraries
+  (:mod:`.numba_speedups`).
 
 Importing this module imports numba: import it lazily (never from ``import mnnjit``).
 """
