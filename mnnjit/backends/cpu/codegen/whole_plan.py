@@ -801,8 +801,8 @@ def plan_source(steps: list, init: list, feed_slots: list, out_slots: list, orde
         w.emit(f"o{k}f = o{k}.reshape({size})")
         w.emit(f"for i in range({size}):")
         w.emit(f"o{k}f[i] = {w.names[s]}[i]", 1)
-    # (the workspace's last use: Numba frees an array after its last use, and its borrowed
-    # view ``ws`` does not count as one)
+    # (a use of the workspace argument after its borrowed view ``ws``'s last one: the caller
+    # holds it anyway, this keeps the kernel's reference to it live through every step)
     w.emit("return wsa.shape[0]")
     names = ([f"x{k}" for k, s in enumerate(feed_slots) if s is not None] + ["blob"]
              + [f"o{k}" for k in range(len(out_slots))])
