@@ -29,6 +29,7 @@ from .. import settings
 from ..backends import registry
 from ..graph import Node, topo_order
 from ..ops import registry as op_registry
+from .lower import _cut, _lifted
 
 #: A graph whose every pending node (and its non-constant inputs) has fewer elements than this is
 #: tiny: no hand-written kernel is used below the compiler's ``plan.KERNEL_MIN`` (the same number;
@@ -142,8 +143,7 @@ def run_if_hot(order: list[Node], roots: list[Node]) -> bool:
     calls = settings.plan_kernel_calls()
     if calls is None:
         return False
-    from .lower import _cut, _lifted
-    from .plan import trace
+    from .plan import trace  # (the plan machinery loads only once a tiny graph is counted)
     tr = trace(roots, order)
     lift = _lifted(tr.order)
     consts = [n for n in tr.order if n.op == "const" and n.value is not None and id(n) not in lift]

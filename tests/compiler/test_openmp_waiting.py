@@ -27,6 +27,15 @@ def test_a_users_policy_is_left_alone(monkeypatch):
         assert other not in os.environ
 
 
+def _run_fresh(code: str) -> subprocess.CompletedProcess:
+    """``code`` in a new interpreter without either OpenMP variable in its environment."""
+    env = {k: v for k, v in os.environ.items() if k not in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                         timeout=300)
+    assert out.returncode == 0, out.stderr
+    return out
+
+
 def test_set_before_the_first_parallel_kernel():
     """A fresh process that runs a compiled kernel has the policy in its environment by then."""
     code = ("import os, numpy as np, mnnjit.numpy as mnp\n"
@@ -34,10 +43,7 @@ def test_set_before_the_first_parallel_kernel():
             "from mnnjit.backends.cpu.runtime import jit\n"
             "jit.numba_module()\n"
             "print(os.environ.get('OMP_WAIT_POLICY'), os.environ.get('GOMP_SPINCOUNT'))\n")
-    env = {k: v for k, v in os.environ.items() if k not in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")}
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
-                         timeout=300)
-    assert out.returncode == 0, out.stderr
+    out = _run_fresh(code)
     assert out.stdout.split() == ["PASSIVE", str(omp_env.SPIN_COUNT)]
 
 
@@ -57,10 +63,7 @@ def test_set_before_a_graph_evaluation_loads_libgomp():
             "y = (x * 2 + 1) - x.mean([0, 1])\n"
             "print(np.allclose(y.read(), (a * 2 + 1) - a.mean((0, 1)), rtol=1e-5))\n"
             "print(seen[:1])\n")
-    env = {k: v for k, v in os.environ.items() if k not in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")}
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
-                         timeout=300)
-    assert out.returncode == 0, out.stderr
+    out = _run_fresh(code)
     lines = out.stdout.strip().splitlines()
     assert lines[0] == "True"
     # (no load at all is fine too: a layer without libgomp; then nothing can have read it early)
