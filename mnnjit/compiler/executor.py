@@ -178,7 +178,9 @@ def _eager(node: Node, thr: int) -> bool:
         # view is kept only when it spans its whole buffer (a reshaped fresh result: copying it
         # would cost a pass; a part of a larger buffer is copied so the rest can be freed)
         base = out.base
-        if base is not None:
+        if out.flags.writeable and _aliases_input(out, args):
+            out = np.array(out, order="C")   # an input's memory that read() handed out: not frozen
+        elif base is not None:
             if not out.flags.c_contiguous or getattr(base, "nbytes", -1) != out.nbytes:
                 out = np.array(out, order="C")
         elif out.ndim > 1 and not out.flags.c_contiguous:
@@ -187,6 +189,17 @@ def _eager(node: Node, thr: int) -> bool:
     node._value = out
     node.stamp = wc
     return True
+
+
+def _aliases_input(out: np.ndarray, args: list) -> bool:
+    """Whether writable ``out`` is, or is a view of the memory of, one of the input values ``args``
+    (a value ``Var.read()`` handed out is writable: the user's array, never frozen or shared with
+    another node's value)."""
+    owner = out if out.base is None else out.base
+    for a in args:
+        if a is owner or (type(a) is np.ndarray and a.base is owner):
+            return True
+    return False
 
 
 def evaluate(roots: list[Node]) -> None:

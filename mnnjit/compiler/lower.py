@@ -212,7 +212,8 @@ def run_expression_graph(order: list[Node], roots: list[Node], key: tuple,
     outs = compiled.run([np.ascontiguousarray(a) for a in feeds])
     for r, v in zip(roots, outs):
         if isinstance(v, np.ndarray):
-            if v.base is not None or not v.flags.c_contiguous:
+            # (a feed passed through writable: memory Var.read() handed out, not to be frozen)
+            if v.base is not None or not v.flags.c_contiguous or (v.flags.writeable and any(v is f for f in feeds)):
                 v = np.array(v, order="C")
             v.flags.writeable = False
         r.value = v

@@ -202,7 +202,9 @@ class Plan:
                 # a view is copied (it may alias a leaf, or keep a larger array alive), except a whole-array
                 # view (reshape) of a fresh kernel output of this run
                 whole = out.base is not None and c in self.owned and out.size == out.base.size
-                if not out.flags.c_contiguous or (out.base is not None and not whole):
+                # (a leaf passed through writable: memory Var.read() handed out, not to be frozen)
+                if not out.flags.c_contiguous or (out.base is not None and not whole) or \
+                        (out.flags.writeable and c not in self.owned and any(out is vals[q] for q in self.leaves)):
                     out = np.array(out, order="C")
                 out.flags.writeable = False
             node.value = out

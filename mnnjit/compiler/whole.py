@@ -181,6 +181,8 @@ def run_if_hot(order: list[Node], roots: list[Node]) -> bool:
     outs = entry.run(feeds)
     for r, v in zip(roots, outs):
         if isinstance(v, np.ndarray):
+            if v.flags.writeable and any(v is f or v.base is f for f in feeds):
+                v = np.array(v)     # a feed passed through: memory Var.read() may have handed out
             v.flags.writeable = False
         r.value = v
     return True

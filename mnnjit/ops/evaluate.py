@@ -62,7 +62,9 @@ def run_order(order: list[Node], roots: list[Node]) -> None:
                 values.pop(k, None)
         if id(node) in keep:
             if isinstance(out, np.ndarray):
-                if not out.flags.c_contiguous or out.base is not None:
+                # (a writable input passed through: memory Var.read() handed out, not to be frozen)
+                if not out.flags.c_contiguous or out.base is not None or \
+                        (out.flags.writeable and any(out is a for a in args)):
                     out = np.array(out, order="C")
                 out.flags.writeable = False
             node.value = out
