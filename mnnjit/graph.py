@@ -68,6 +68,22 @@ class Node:
         node.live, node.stamp = False, _write_counter
         return node
 
+    @classmethod
+    def computed(cls, op: str, inputs: tuple["Node", ...], shape: tuple[int, ...], dtype: np.dtype,
+                 fmt: str) -> "Node":
+        """A node of attribute-less op ``op`` whose shape and dtype are known (the constructor's
+        work written out, for the front ends' per-call elementwise builds)."""
+        node = _new_node(cls)
+        node.op, node.inputs, node.attrs, node.shape, node.dtype, node.fmt = op, inputs, {}, shape, dtype, fmt
+        node.name, node._value, node.stamp = "", None, _write_counter
+        live = False
+        for i in inputs:
+            if i.live:
+                live = True
+                break
+        node.live = live
+        return node
+
     @property
     def value(self) -> np.ndarray | None:
         """The cached value, or None when it is not computed (or stale)."""

@@ -15,6 +15,8 @@ Executor = Callable[[list[Node]], None]
 _executor: Executor | None = None
 #: the default executor once imported (a function-level import on every read costs ~0.5 us)
 _default: Executor | None = None
+#: the default executor's one-node eager route (``Var.read``'s direct call), once imported
+_eager_value: Callable[[Node], object] | None = None
 
 
 def set_executor(fn: Executor | None) -> Executor | None:
@@ -26,9 +28,11 @@ def set_executor(fn: Executor | None) -> Executor | None:
 
 
 def _load_default() -> Executor:
-    global _default
+    global _default, _eager_value
+    from .compiler.executor import eager_value
     from .compiler.executor import evaluate as compiled_evaluate
     _default = compiled_evaluate
+    _eager_value = eager_value
     return compiled_evaluate
 
 
@@ -37,6 +41,12 @@ def get_executor() -> Executor:
     if _executor is None:
         return _default or _load_default()
     return _executor
+
+
+def eager_route() -> Callable[[Node], object] | None:
+    """The default executor's one-node eager route (None while another executor is installed or
+    before the first evaluation)."""
+    return _eager_value if _executor is None else None
 
 
 def evaluate(nodes: list[Node]) -> None:

@@ -18,6 +18,7 @@ import numpy as np
 from . import graph as graph_mod
 from ._dtypes import as_format, as_np_dtype, data_format, to_enum
 from .graph import Node, bump_write_counter
+from . import runtime as _rt
 from .runtime import evaluate
 
 
@@ -174,7 +175,17 @@ class Var:
         if op in _VIEW_OPS:
             return _copy_out(self._user_value()[0])
         v = node._value
-        if v is None or (node.live and node.stamp != graph_mod._write_counter and op != "placeholder"):
+        if v is None:
+            # (references to the node: ``self._node``, the local, getrefcount's argument: when
+            # that is all, a fresh result is this Var's alone and is handed out as computed)
+            own = _getrefcount(node) == 3
+            eager = _rt._eager_value if _rt._executor is None else None
+            v = eager(node, own) if eager is not None else None
+            if v is None:
+                v = self._value()
+            elif own and v.flags.writeable:     # computed fresh and handed out as it is
+                return v
+        elif node.live and node.stamp != graph_mod._write_counter and op != "placeholder":
             v = self._value()
         if type(v) is not np.ndarray or op == "const" or op == "placeholder":
             return v.copy()

@@ -176,36 +176,124 @@ def _eager(node: Node, thr: int) -> bool:
     if type(out) is np.ndarray:
         # values are cached read-only and C-contiguous (an owner array of one dimension is); a
         # view is kept only when it spans its whole buffer (a reshaped fresh result: copying it
-        # would cost a pass; a part of a larger buffer is copied so the rest can be freed)
+        # would cost a pass; a part of a larger buffer is copied so the rest can be freed). An
+        # input's memory that ``read()`` handed out (writable) is copied, never frozen or shared.
         base = out.base
-        if out.flags.writeable and _aliases_input(out, args):
-            out = np.array(out, order="C")   # an input's memory that read() handed out: not frozen
-        elif base is not None:
-            if not out.flags.c_contiguous or getattr(base, "nbytes", -1) != out.nbytes:
+        if base is None:
+            for a in args:
+                if a is out:
+                    if out.flags.writeable:
+                        out = np.array(out)
+                    break
+            else:
+                if out.ndim > 1 and not out.flags.c_contiguous:
+                    out = np.array(out, order="C")
+        else:
+            for a in args:
+                if a is base or (type(a) is np.ndarray and a.base is base):
+                    if out.flags.writeable:
+                        base = out = np.array(out, order="C")
+                    break
+            if base is not out and (not out.flags.c_contiguous or getattr(base, "nbytes", -1) != out.nbytes):
                 out = np.array(out, order="C")
-        elif out.ndim > 1 and not out.flags.c_contiguous:
-            out = np.array(out, order="C")
         out.setflags(write=False)
     node._value = out
     node.stamp = wc
     return True
 
 
-def _aliases_input(out: np.ndarray, args: list) -> bool:
-    """Whether writable ``out`` is, or is a view of the memory of, one of the input values ``args``
-    (a value ``Var.read()`` handed out is writable: the user's array, never frozen or shared with
-    another node's value)."""
-    owner = out if out.base is None else out.base
-    for a in args:
-        if a is owner or (type(a) is np.ndarray and a.base is owner):
-            return True
-    return False
+#: op -> numpy ufunc, for the ops whose registered reference is that ufunc (``eager_value``)
+_UFUNCS: dict = {}
+#: ``settings.threshold()`` as of the last change (``eager_value`` reads it on every call)
+_thr: int | None = None
+
+
+def _cache_threshold() -> int:
+    global _thr
+    _thr = config.threshold()
+    return _thr
+
+
+def _forget_threshold() -> None:
+    global _thr
+    _thr = None
+
+
+config.on_threshold_change.append(_forget_threshold)
+
+
+def _init_ufuncs() -> None:
+    from ..ops.elementwise import UFUNC_OPS
+    for name, (fn, ref) in UFUNC_OPS.items():
+        if op_registry.get(name).ref is ref:
+            _UFUNCS[name] = fn
+
+
+def eager_value(node: Node, handed_out: bool = False):
+    """The value of ``node`` computed on the eager fast path (``Var.read``'s direct route), or None
+    when it does not qualify (``evaluate`` then decides). ``handed_out``: the caller hands a fresh
+    result to its user as the node's own memory, so it is cached writable (the memory ``read()``
+    returned).
+
+    An elementwise op whose registered reference is one numpy ufunc calls the ufunc here, without
+    the reference's wrappers (the same arithmetic; written out in one frame: this is most of a
+    small numpy-style call); other nodes take ``_eager``."""
+    fn = _UFUNCS.get(node.op)
+    if fn is None or _ERRVAR is None:
+        if not _NO_HW:
+            _init_no_hw()
+            _init_ufuncs()
+            return eager_value(node, handed_out)
+        if _eager(node, config.threshold()):
+            return node._value
+        return None
+    wc = graph_mod._write_counter
+    inputs = node.inputs
+    i = inputs[0]
+    a = i._value
+    if type(a) is not np.ndarray or (i.live and i.stamp != wc and i.op != "placeholder"):
+        return None
+    unary = len(inputs) == 1
+    if not unary:
+        i = inputs[1]
+        b = i._value
+        if type(b) is not np.ndarray or (i.live and i.stamp != wc and i.op != "placeholder"):
+            return None
+    shape = node.shape
+    n = 1
+    for d in shape:
+        n *= d
+    thr = _thr
+    if thr is None:
+        thr = _cache_threshold()
+    if n >= thr:                    # (the broadcast output is the largest array of the op)
+        return None
+    tok = _ERRVAR.set(_ERR_IGNORE)
+    try:
+        out = fn(a) if unary else fn(a, b)
+    finally:
+        _ERRVAR.reset(tok)
+    if type(out) is not np.ndarray:     # a 0-d result comes back as a numpy scalar
+        out = np.asarray(out)
+    dtype = node.dtype
+    if out.dtype is not dtype and out.dtype != dtype:
+        out = out.astype(dtype)
+    if out.shape != shape:
+        if out.size != n:
+            raise RuntimeError(f"op {node.op} produced shape {out.shape}, expected {shape}")
+        out = out.reshape(shape)
+    if not handed_out:
+        out.setflags(write=False)
+    node._value = out
+    node.stamp = wc
+    return out
 
 
 def evaluate(roots: list[Node]) -> None:
     """Compute and cache the values of ``roots`` (see module docstring)."""
     if not _NO_HW:
         _init_no_hw()
+        _init_ufuncs()
     thr = config.threshold()
     if len(roots) == 1:
         node = roots[0]

@@ -156,6 +156,7 @@ _new_obj = object.__new__
 
 
 _OPS = registry._REGISTRY
+_computed = Node.computed
 
 
 def make_node(op: str, inputs: Sequence[Node], attrs: dict | None = None, fmt: str | None = None,
@@ -260,7 +261,7 @@ def unary(op: str, x: Any):
         key = (op, node.dtype, node.shape)
         hit = _EW_SIG.get(key)
         if hit is not None:
-            return _new_var(Node(op, (node,), {}, hit[0], hit[1], node.fmt))
+            return _new_var(_computed(op, (node,), hit[0], hit[1], node.fmt))
     else:
         node = as_node(x)
         key = None
@@ -297,6 +298,12 @@ def _operand_nodes(a: Any, b: Any) -> tuple[Node, Node]:
 
 def binary(op: str, a: Any, b: Any):
     """Apply elementwise binary ``op`` with numpy broadcasting and MNN's dtype rules."""
+    if type(a) is _VAR and type(b) is _VAR:    # two Vars of a signature seen before: no rules to apply
+        na, nb = a._node, b._node
+        if na.dtype is nb.dtype:
+            hit = _EW_SIG.get((op, na.dtype, na.shape, nb.shape))
+            if hit is not None:
+                return _new_var(_computed(op, (na, nb), hit[0], hit[1], na.fmt))
     na, nb = _operand_nodes(a, b)
     da, db = na.dtype, nb.dtype
     if da is db or da == db:

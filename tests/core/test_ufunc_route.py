@@ -1,0 +1,106 @@
+"""The eager ufunc route (``executor.eager_value``): an elementwise op whose reference is one numpy
+ufunc is computed by calling the ufunc directly; results must be bit for bit the reference
+evaluator's (dtype, shape, NaN and infinity handling, broadcasting, 0-d), and ``read()`` hands out
+fresh results without freezing them."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import mnnjit.numpy as jnp
+from mnnjit import runtime
+from mnnjit.backends import reference
+from mnnjit.compiler import executor
+from mnnjit.ops import build as B
+from mnnjit.ops.elementwise import UFUNC_OPS
+
+_SPECIAL = np.array([0.0, -0.0, 1.5, -2.5, np.nan, np.inf, -np.inf, 1e30, -1e-30, 3.0], np.float32)
+
+
+def _operands(dtype, shape_a, shape_b, seed):
+    rng = np.random.default_rng(seed)
+    if np.dtype(dtype).kind == "f":
+        a = rng.standard_normal(shape_a).astype(dtype) * 4
+        b = rng.standard_normal(shape_b).astype(dtype) * 4
+        if a.size >= _SPECIAL.size:
+            a.reshape(-1)[: _SPECIAL.size] = _SPECIAL
+    else:
+        a = rng.integers(-20, 20, shape_a).astype(dtype)
+        b = rng.integers(0, 5, shape_b).astype(dtype)
+    return a, b
+
+
+def _bits(x):
+    x = np.ascontiguousarray(x)
+    return x.dtype, x.shape, x.view(np.uint8).tobytes()
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.int32])
+@pytest.mark.parametrize("shapes", [((37,), (37,)), ((4, 1, 5), (3, 1)), ((), ()), ((6,), ())])
+def test_ufunc_route_matches_the_reference_evaluator(dtype, shapes):
+    a0, b0 = _operands(dtype, *shapes, seed=len(shapes[0]))
+    a, b = B.wrap(B.as_node(a0)), B.wrap(B.as_node(b0))
+    checked = 0
+    for op, (fn, _ref) in sorted(UFUNC_OPS.items()):
+        n_in = fn.nin
+        try:
+            node = B.make_node(op, (a._node,) if n_in == 1 else (a._node, b._node))
+        except (TypeError, ValueError):
+            continue
+        try:
+            with np.errstate(all="ignore"):
+                fn(a0) if n_in == 1 else fn(a0, b0)
+        except TypeError:                         # numpy has no loop for this dtype
+            continue
+        with np.errstate(all="ignore"):         # (an int32 sqrt's NaN cast back: not a front-end node)
+            got = executor.eager_value(node, False)
+            assert got is not None and not got.flags.writeable
+            twin = B.make_node(op, node.inputs)
+            reference.evaluate([twin])
+        assert _bits(got) == _bits(twin.value), op
+        checked += 1
+    assert checked >= 20
+
+
+def test_read_hands_out_fresh_ufunc_results():
+    x0 = np.linspace(-3, 3, 1000, dtype=np.float32)
+    x = jnp.array(x0)
+    r = (x * 2).read()
+    assert r.flags.writeable and r.flags.owndata
+    r2 = jnp.exp(x).read()
+    np.testing.assert_array_equal(r2, np.exp(x0))
+    y = x + 1
+    z = y * 3                                     # y is shared: its read is a copy
+    ry = y.read()
+    ry[:] = 0
+    np.testing.assert_array_equal(z.read(), (x0 + 1) * 3)
+    np.testing.assert_array_equal(y.read(), x0 + 1)
+
+
+def test_route_is_off_under_another_executor_and_above_the_threshold(monkeypatch):
+    x0 = np.arange(10, dtype=np.float32)
+    x = jnp.array(x0)
+    prev = runtime.set_executor(reference.evaluate)
+    try:
+        r = (x + 1).read()
+    finally:
+        runtime.set_executor(prev)
+    np.testing.assert_array_equal(r, x0 + 1)
+    from mnnjit import settings
+    old = settings.set_threshold(4)
+    try:
+        node = (x + x)._node
+        assert executor.eager_value(node, False) is None or node.size < 4
+    finally:
+        settings.set_threshold(old)
+
+
+def test_replaced_references_leave_the_route(monkeypatch):
+    """An op re-registered with another reference is no longer computed by its ufunc."""
+    import dataclasses
+    from mnnjit.ops import registry
+    od = registry.get("add")
+    monkeypatch.setitem(registry._REGISTRY, "add", dataclasses.replace(od, ref=lambda xs, at: np.subtract(xs[0], xs[1])))
+    monkeypatch.setattr(executor, "_UFUNCS", {})
+    executor._init_ufuncs()
+    assert "add" not in executor._UFUNCS and "mul" in executor._UFUNCS
