@@ -108,7 +108,7 @@ def _forward(spec, memory):
 def test_memory_low_models_match_their_dequantized_weights(wq8_models, name, kind):
     """memory=low on 8-bit weight models equals memory=normal (weights dequantized at load) up to
     float rounding: the transformer's projections run as one GEMM over the sequence, ResNet's
-    large-plane 3x3 layers as Winograd on float weights, the deeper ones on the codes."""
+    large-plane 3x3 layers as Winograd on float weights, the deeper ones as Winograd on the codes."""
     from mnnjit.backends.cpu.weights import plan_choices
     y_low, plan = _forward(wq8_models[name], 2)
     y_ref, _ = _forward(wq8_models[name], 0)
@@ -116,6 +116,8 @@ def test_memory_low_models_match_their_dequantized_weights(wq8_models, name, kin
     choices = plan_choices(plan)
     assert any(c[1] == kind for c in choices)
     assert any("int8 codes" in c[5] for c in choices)
+    if name == "resnet":     # the 14x14 and smaller 3x3 layers: Winograd on the codes
+        assert any("Winograd-transformed per task" in c[5] for c in choices)
     if name == "transformer":
         convs = [st.op for st in plan.steps if st.kind == "conv"]
         assert convs and all(op.cols for op in convs)

@@ -218,9 +218,9 @@ class Winograd:
 
 def winograd_for(w, bias, shape, in_shape, attrs, group, threads, keep_quantized):
     """A Winograd convolution for a 3x3 stride-1 layer when :func:`.winograd.choose` says it is
-    the fastest method. Quantized codes kept by memory=low stay on the GEMM path, except where
-    :func:`.winograd.transform_under_memory_low` says float Winograd weights pay (large planes,
-    small weights)."""
+    the fastest method. Quantized codes kept by memory=low: float Winograd weights where
+    :func:`.winograd.transform_under_memory_low` says they pay (large planes, small weights), else
+    Winograd on the codes (:class:`WinogradCodesConv`: per-channel 8-bit codes) or the GEMM path."""
     O, cg, kh, kw = shape
     if (kh, kw) != (3, 3) or tuple(attrs["stride"]) != (1, 1) or tuple(attrs["dilation"]) != (1, 1) \
             or group != 1 or min(attrs["pads"]) < 0:
@@ -229,11 +229,51 @@ def winograd_for(w, bias, shape, in_shape, attrs, group, threads, keep_quantized
     N, C, H, W = in_shape
     oh = H + attrs["pads"][0] + attrs["pads"][1] - 2
     ow = W + attrs["pads"][2] + attrs["pads"][3] - 2
-    if keep_quantized and not isinstance(w, np.ndarray) and w.quantized \
-            and not winograd.transform_under_memory_low(C, O, oh, ow):
+    codes = keep_quantized and not isinstance(w, np.ndarray) and w.quantized \
+        and not winograd.transform_under_memory_low(C, O, oh, ow)
+    if codes and not _per_channel_int8(w, cg * 9):
         return None
     m = winograd.choose(C, O, oh, ow, threads)
     if not m:
         return None
+    if codes:
+        return WinogradCodesConv(w._quant, O, cg, bias, attrs["pads"], attrs.get("act", ""), m)
     dense = w if isinstance(w, np.ndarray) else w.dense()
     return Winograd(dense, bias, attrs["pads"], attrs.get("act", ""), m)
+
+
+def _per_channel_int8(w: Any, k: int) -> bool:
+    """Whether quantized weight ``w`` has 8-bit codes with one scale per output channel (``k``
+    codes per channel), the codes :mod:`.gemm.winograd_codes` transforms."""
+    q = getattr(w, "_quant", None)
+    return q is not None and int(q.bits) > 4 and int(q.block_size) == k \
+        and q.codes.dtype == np.int8
+
+
+class WinogradCodesConv(Winograd):
+    """A 3x3 stride-1 convolution by Winograd F(m x m, 3 x 3) on its int8 codes (memory=low,
+    :mod:`.gemm.winograd_codes`): the transformed weights are computed per forward, a group of
+    output channels at a time, and never stored."""
+
+    #: how the plan's layer table describes the weights
+    weight_kind = "int8 codes, Winograd-transformed per task"
+
+    def __init__(self, q: Any, O: int, C: int, bias: Optional[np.ndarray], pads, act: str,
+                 m: int) -> None:
+        from mnnjit.backends.cpu.gemm import winograd_codes
+        self._conv = winograd_codes.winograd_codes_conv3x3
+        self.wt = winograd_codes.winograd_codes_weights(q.codes.reshape(O, C, 3, 3), q.scale,
+                                                        q.offset, m)
+        self.bias = None if bias is None else np.array(bias, np.float32).reshape(-1)
+        self.pads, self.act = tuple(int(p) for p in pads), act
+        self.scratch: Optional[np.ndarray] = None
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the codes, scales and offsets."""
+        return self.wt.nbytes
+
+    def workspace_floats(self, in_shape: Tuple[int, ...], threads: int) -> int:
+        """float32 values of workspace a call on ``in_shape`` takes at ``threads`` threads."""
+        from mnnjit.backends.cpu.gemm import winograd_codes
+        return winograd_codes.codes_workspace_floats(in_shape, self.wt, self.pads, threads)

@@ -104,7 +104,7 @@ def _weight_kind(op: Any) -> str:
     """How a step's weights are kept: float32 panels, int8 / 4-bit codes, float16, Winograd."""
     from mnnjit.backends.cpu.conv_kernels import Winograd
     if isinstance(op, Winograd):
-        return "fp32 Winograd-transformed"
+        return getattr(op, "weight_kind", "fp32 Winograd-transformed")
     for name in ("pw", "expand", "w"):
         w = getattr(op, name, None)
         if w is None or isinstance(w, np.ndarray) and name != "w":
