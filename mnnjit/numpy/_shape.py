@@ -86,6 +86,10 @@ def rollaxis(a: Any, axis: int, start: int = 0) -> Var:
 def expand_dims(a: Any, axis: Any) -> Var:
     """``a`` with new length-1 axes at ``axis`` (int or tuple)."""
     n = node(a)
+    if type(axis) is int:           # one axis (numpy's common call): no sorting or set
+        shape = n.shape
+        ax = axis_arg(axis, len(shape) + 1)
+        return B.reshape(var(n), shape[:ax] + (1,) + shape[ax:])
     axes = [axis] if is_int(axis) else list(axis)
     out_nd = len(n.shape) + len(axes)
     axes = sorted(axis_arg(x, out_nd) for x in axes)
@@ -283,8 +287,9 @@ def array_split(ary: Any, indices_or_sections: Any, axis: int = 0) -> list[Var]:
         if sections <= 0:
             raise ValueError("number sections must be larger than 0.")
         each, extra = divmod(length, sections)
-        sizes = [each + 1] * extra + [each] * (sections - extra)
-        bounds = _np.concatenate([[0], _np.cumsum(sizes)]).tolist()
+        bounds = [0]
+        for k in range(sections):
+            bounds.append(bounds[-1] + each + (k < extra))
     else:
         idx = indices_or_sections
         if isinstance(idx, Var):
@@ -514,11 +519,14 @@ def roll(a: Any, shift: Any, axis: Any = None) -> Var:
         s %= size
         if s == 0:
             continue
-        lo = [slice(None)] * len(n.shape)
-        hi = [slice(None)] * len(n.shape)
-        lo[ax] = slice(size - s, None)
-        hi[ax] = slice(0, size - s)
-        res = B.concat([res[tuple(lo)], res[tuple(hi)]], ax)
+        rn = res._node
+        nd = len(rn.shape)
+        begin, end = [0] * nd, list(rn.shape)
+        begin[ax] = size - s
+        tail = slice_node(rn, begin, end, [1] * nd)
+        begin[ax], end[ax] = 0, size - s
+        head = slice_node(rn, begin, end, [1] * nd)
+        res = var(B.make_node("concat", (tail, head), {"axis": ax}, fmt=rn.fmt))
     return res
 
 

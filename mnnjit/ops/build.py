@@ -361,6 +361,8 @@ def is_boolean(node: Node) -> bool:
 
 def normalize_axis(axis: int, ndim: int) -> int:
     """A non-negative axis, or numpy's AxisError."""
+    if type(axis) is int and 0 <= axis < ndim:     # the common call: nothing to convert
+        return axis
     if isinstance(axis, bool) or not isinstance(axis, (numbers.Integral,)):
         raise TypeError(f"axis must be an integer, not {type(axis).__name__}")
     axis = int(axis)
@@ -392,6 +394,19 @@ def reduce(op: str, x: Any, axis: Any = None, keepdims: bool = False, dtype: Any
 
 def resolve_shape(size: int, shape: Iterable[Any]) -> tuple[int, ...]:
     """Resolve a reshape target (with at most one -1) against ``size`` elements, numpy's errors."""
+    if type(shape) is tuple or type(shape) is list:     # plain non-negative ints: numpy's common call
+        known = 1
+        for s in shape:
+            if type(s) is not int or s < 0:
+                break
+            known *= s
+        else:
+            shape = tuple(shape)
+            if known != size:
+                raise ValueError(f"cannot reshape array of size {size} into shape {shape}")
+            return shape
+        if len(shape) == 1 and shape[0] == -1:
+            return (size,)
     if isinstance(shape, (numbers.Integral,)):
         shape = (shape,)
     shape = [int(s) for s in shape]
@@ -415,10 +430,13 @@ def resolve_shape(size: int, shape: Iterable[Any]) -> tuple[int, ...]:
 
 def reshape(x: Any, shape: Any):
     """``x`` with a new shape (numpy's rules, one -1 allowed)."""
-    node = as_node(x)
+    node = x._node if type(x) is _VAR else as_node(x)
     if len(node.shape) == 1 and type(shape) in (tuple, list) and len(shape) == 1 and shape[0] == -1:
         return wrap(node)
-    target = resolve_shape(node.size, shape)
+    n = 1
+    for d in node.shape:
+        n *= d
+    target = resolve_shape(n, shape)
     if target == node.shape:
         return wrap(node)
     return wrap(make_node("reshape", (node,), {"shape": target}))

@@ -13,9 +13,13 @@ from . import registry
 
 def compute_node(node: Node, inputs: list) -> np.ndarray | tuple:
     """Run one node's reference implementation on input values and check the result's shape/dtype."""
-    opdef = registry.get(node.op)
     with np.errstate(all="ignore"):
-        out = opdef.ref(inputs, node.attrs)
+        return _compute(node, inputs)
+
+
+def _compute(node: Node, inputs: list) -> np.ndarray | tuple:
+    """``compute_node`` under the caller's floating-point error state."""
+    out = registry.get(node.op).ref(inputs, node.attrs)
     if node.dtype is None:  # multi-output node: a tuple of arrays
         return tuple(np.asarray(o) for o in out)
     out = np.asarray(out)
@@ -44,6 +48,11 @@ def run_order(order: list[Node], roots: list[Node]) -> None:
             users[id(inp)] = users.get(id(inp), 0) + 1
     keep = {id(r) for r in roots}
     values: dict[int, object] = {}
+    with np.errstate(all="ignore"):     # once for the graph, not per node
+        _run(order, users, keep, values)
+
+
+def _run(order: list[Node], users: dict[int, int], keep: set, values: dict) -> None:
     for node in order:
         known = node.value
         if known is not None:
@@ -53,7 +62,7 @@ def run_order(order: list[Node], roots: list[Node]) -> None:
             raise ValueError(f"placeholder {node.name or ''!r} (shape {list(node.shape)}) has no value: "
                              "write() data into it before reading results that depend on it")
         args = [values[id(i)] for i in node.inputs]
-        out = compute_node(node, args)
+        out = _compute(node, args)
         values[id(node)] = out
         for inp in node.inputs:
             k = id(inp)

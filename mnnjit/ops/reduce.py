@@ -1,6 +1,8 @@
 """Reductions over ``attrs["axes"]`` (a sorted tuple of non-negative axes) with ``attrs["keepdims"]``."""
 from __future__ import annotations
 
+import ctypes
+
 import numpy as np
 
 from .._dtypes import F32, I32
@@ -73,12 +75,23 @@ register(OpDef("reduce_any", "reduce", _infer(lambda d: I32), _ref(_any), mnn_ty
 register(OpDef("reduce_all", "reduce", _infer(lambda d: I32), _ref(_all), mnn_type="Reduction"))
 
 
+def _readable_alias(x: np.ndarray) -> np.ndarray:
+    """``x`` itself, or for a read-only C-contiguous ``x`` a writable-flagged alias of its memory
+    that is only read: numpy's argmax/argmin copy any read-only input first (they ask for a
+    writable contiguous array), which doubles their time on a graph value. The alias does not keep
+    ``x`` alive: use it only while ``x`` is referenced."""
+    if x.flags.writeable or not x.flags.c_contiguous or x.size < 4096:
+        return x
+    buf = (ctypes.c_char * x.nbytes).from_address(x.ctypes.data)
+    return np.frombuffer(buf, x.dtype).reshape(x.shape)
+
+
 def _arg_ref(np_fn, what):
     def ref(xs, attrs):
         x = xs[0]
         (axis,) = attrs["axes"]
         _check_nonempty(x, (axis,), what)
-        return np_fn(x, axis=axis, keepdims=attrs["keepdims"])
+        return np_fn(_readable_alias(x), axis=axis, keepdims=attrs["keepdims"])
     return ref
 
 

@@ -23,10 +23,11 @@ register(OpDef("placeholder", "source", lambda i, a: ((), None), _no_ref, mnn_ty
 def _concat_infer(inputs, attrs):
     axis = attrs["axis"]
     first = inputs[0].shape
+    rest = first[:axis] + first[axis + 1:]
     total = 0
     for i, node in enumerate(inputs):
         s = node.shape
-        if len(s) != len(first) or any(a != b for k, (a, b) in enumerate(zip(s, first)) if k != axis):
+        if s != first and (len(s) != len(first) or s[:axis] + s[axis + 1:] != rest):
             raise ValueError(
                 "all the input array dimensions except for the concatenation axis must match exactly, but "
                 f"along a dimension other than {axis}, the array at index 0 has shape {first} and the array "
