@@ -179,6 +179,10 @@ class ExecutionPlan:
     depending on them, sharing the weights and the compiled plans), from a free list that holds
     as many copies as calls have ever run at once."""
 
+    #: Whether the plan's compiled kernel splits products over the calling thread's Numba threads
+    #: (its caller sets their count before each forward; a lean plan otherwise uses none).
+    threaded = False
+
     def __init__(self, program: Program, signature: tuple):
         self.program = program
         self.signature = signature
@@ -277,6 +281,9 @@ class ExecutionPlan:
                         self._hot = _plan_kernel_calls()
                         self.run = self._warm  # type: ignore[method-assign]
                     elif compiled is not None:
+                        # a kernel whose products use the GEMM's threads: the model sets its thread
+                        # count before each forward (``nn.module``)
+                        self.threaded = bool(getattr(compiled, "threaded", False))
                         self.run = compiled  # type: ignore[method-assign]
                         return compiled(arrays)
             finally:

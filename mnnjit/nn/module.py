@@ -216,9 +216,10 @@ class _Module:
                 else None
         else:
             plan = fast[1]
-        if self._threads and getattr(plan, "_fast", None) is None:
+        if self._threads and (getattr(plan, "_fast", None) is None or getattr(plan, "threaded", False)):
             # worker threads for compiled kernels (a small plan running as one generated numpy
-            # function uses none: no thread-count call per forward)
+            # function, or one compiled kernel without large products, uses none: no thread-count
+            # call per forward)
             _set_threads(self._threads)
         outs = plan.run(arrays)
         fmts = plan.out_fmts
@@ -243,7 +244,7 @@ class _Module:
                     arr = node.value if node.live else node._value
                     if arr is not None:
                         plan = fast[1]
-                        if self._threads and getattr(plan, "_fast", None) is None:
+                        if self._threads and (getattr(plan, "_fast", None) is None or getattr(plan, "threaded", False)):
                             _set_threads(self._threads)
                         outs = plan.run([arr])
                         fmts = plan.out_fmts

@@ -12,8 +12,8 @@ one pass over each finished block of rows while it is in cache.
 dilation: a ViT's patch embedding) as the ``[C*kh*kw, OH*OW]`` right operand, so the
 convolution is one :func:`gemm` with the weights ``[O, C*kh*kw]`` on the left.
 
-These are compiled once per process (disk cache) and called from every generated kernel: the
-kernels' own source stays small, so their compile time does not grow with the GEMMs.
+These are compiled once (disk cache); the generated kernels call the GEMM through the symbols
+of :mod:`.plan_gemm_par` (threaded or not), so their compile time does not grow with the GEMMs.
 
 This module imports numba: import it lazily.
 """
@@ -53,6 +53,15 @@ def gemm(a, ta, m, k, b, bpk, n, c, bias, bmode, act, scratch):
     ``b`` is flat ``[k, n]`` (with ``bpk``: laid out by :func:`pack_b`), ``c`` flat ``[m, n]``;
     ``act`` 0 none, 1 relu, 2 relu6 (NaN stays NaN, as the reference's ``maximum`` / ``clip``).
     ``scratch`` holds :func:`scratch_size` float32 values."""
+    gemm_cols(a, ta, m, k, b, bpk, n, 0, n, c, bias, bmode, act, scratch)
+    return 0
+
+
+@njit(inline="always")
+def gemm_cols(a, ta, m, k, b, bpk, ldn, jc, n, c, bias, bmode, act, scratch):
+    """:func:`gemm`'s columns ``jc .. jc + n - 1`` of a product ``ldn`` columns wide (``b`` and
+    ``c`` as :func:`gemm` takes them for ``ldn`` columns; ``jc`` a multiple of :data:`NR`): one
+    thread's share of a product split by columns (:mod:`.plan_gemm_par`)."""
     rows_max = min(m, ROW_BLOCK)
     npan_max = (rows_max + MR - 1) // MR
     psize = npan_max * MR * k
@@ -65,10 +74,10 @@ def gemm(a, ta, m, k, b, bpk, n, c, bias, bmode, act, scratch):
     for i0 in range(0, m, ROW_BLOCK):
         rows = min(ROW_BLOCK, m - i0)
         npan = (rows + MR - 1) // MR
-        cb = c[i0 * n:(i0 + rows) * n]
+        cb = c[i0 * ldn:(i0 + rows) * ldn]
         if ta == 2:  # already panels (ROW_BLOCK is a multiple of MR: the block's start one)
-            _panels(a[i0 * k:(i0 + npan * MR) * k], rows, k, b, bpk, n, cb, zb, btile, ctile)
-            _epilogue(cb, rows, n, i0, bias, bmode, act)
+            _panels(a[i0 * k:(i0 + npan * MR) * k], rows, k, b, bpk, ldn, jc, n, cb, zb, btile, ctile)
+            _epilogue(cb, rows, ldn, jc, n, i0, bias, bmode, act)
             continue
         # the block's rows of A as panels: ap[q*k*MR + kk*MR + r] = A[i0 + q*MR + r, kk]
         for q in range(npan):
@@ -86,21 +95,23 @@ def gemm(a, ta, m, k, b, bpk, n, c, bias, bmode, act, scratch):
                 else:
                     for kk in range(k):
                         ap[base + kk * MR + r] = np.float32(0)
-        _panels(ap, rows, k, b, bpk, n, cb, zb, btile, ctile)
-        _epilogue(cb, rows, n, i0, bias, bmode, act)
+        _panels(ap, rows, k, b, bpk, ldn, jc, n, cb, zb, btile, ctile)
+        _epilogue(cb, rows, ldn, jc, n, i0, bias, bmode, act)
     return 0
 
 
 @njit(inline="always")
-def _epilogue(cb, rows, n, i0, bias, bmode, act):
-    """Bias and activation on ``rows`` finished rows of C (row ``i`` is C's ``i0 + i``)."""
+def _epilogue(cb, rows, ldn, jc, n, i0, bias, bmode, act):
+    """Bias and activation on ``rows`` finished rows of C (row ``i`` is C's ``i0 + i``; its
+    columns ``jc .. jc + n - 1`` of ``ldn``)."""
     if bmode == 0 and act == 0:
         return
     for i in range(rows):
-        row = cb[i * n:(i + 1) * n]
+        row = cb[i * ldn + jc:i * ldn + jc + n]
         if bmode == 1:
+            bj = bias[jc:jc + n]
             for j in range(n):
-                row[j] += bias[j]
+                row[j] += bj[j]
         elif bmode == 2:
             bi = bias[i0 + i]
             for j in range(n):
@@ -139,43 +150,45 @@ def pack_b(w: np.ndarray) -> np.ndarray:
 
 
 @njit(inline="always")
-def _panels(ap, rows, K, b, bpk, n, c, zb, btile, ctile):
-    """``c[:rows, :n] = A @ B`` for the packed panels ``ap`` of A (``rows`` x ``K``), ``b`` flat
-    B (``[K, n]`` rows, or with ``bpk`` the blocks of :func:`pack_b`), ``c`` flat with row stride
-    ``n``: whole 6x16 tiles straight into
-    ``c`` in passes of :data:`KC` over ``K``, a partial last panel and the last ``n % 16`` columns
-    through the scratch tile ``ctile`` (``btile``: the packed tail columns)."""
+def _panels(ap, rows, K, b, bpk, ldn, jc, n, c, zb, btile, ctile):
+    """``c[:rows, jc:jc + n] = A @ B[:, jc:jc + n]`` for the packed panels ``ap`` of A (``rows``
+    x ``K``), ``b`` flat B (``[K, ldn]`` rows, or with ``bpk`` the blocks of :func:`pack_b`),
+    ``c`` flat with row stride ``ldn``; ``jc`` a multiple of :data:`NR`: whole 6x16 tiles
+    straight into ``c`` in passes of :data:`KC` over ``K``, a partial last panel and the last
+    ``n % 16`` columns through the scratch tile ``ctile`` (``btile``: the packed tail columns)."""
     npf = rows // MR
     nfull = n // NR
     tail = n - nfull * NR
+    jb0 = jc // NR
     apt = ap.ctypes.data
     bptr = b.ctypes.data
     cptr = c.ctypes.data
     zp = zb.ctypes.data
-    ldb = NR if bpk else n
+    ldb = NR if bpk else ldn
     for k0 in range(0, K, KC):
         kc = min(KC, K - k0)
         for jb in range(nfull):
-            bp = bptr + 4 * ((jb * K + k0) * NR if bpk else k0 * n + jb * NR)
+            bp = bptr + 4 * (((jb0 + jb) * K + k0) * NR if bpk else k0 * ldn + jc + jb * NR)
             for q in range(npf):
-                cp = cptr + 4 * (q * MR * n + jb * NR)
-                tile_f32(apt + 4 * (q * K * MR + k0 * MR), bp, ldb, cp, n, kc, zp, 0, cp if k0 else 0, n)
+                cp = cptr + 4 * (q * MR * ldn + jc + jb * NR)
+                tile_f32(apt + 4 * (q * K * MR + k0 * MR), bp, ldb, cp, ldn, kc, zp, 0, cp if k0 else 0, ldn)
     if tail:
         if bpk:
-            _pack_tail(btile, b[nfull * NR * K:nfull * NR * K + K * tail].reshape((K, tail)), 0, K, tail)
+            t0 = (jb0 + nfull) * NR * K
+            _pack_tail(btile, b[t0:t0 + K * tail].reshape((K, tail)), 0, K, tail)
         else:
-            _pack_tail(btile, b[:K * n].reshape((K, n)), nfull * NR, K, tail)
+            _pack_tail(btile, b[:K * ldn].reshape((K, ldn)), jc + nfull * NR, K, tail)
     cs = ctile.ctypes.data
     for q in range(npf + (1 if rows > npf * MR else 0)):
         a = ap[q * K * MR:(q + 1) * K * MR]
         r0 = q * MR
         nr = min(MR, rows - r0)
         for jb in range(nfull + (1 if tail else 0)):
-            j0 = jb * NR
+            j0 = jc + jb * NR
             if jb < nfull:
                 if nr == MR:
                     continue  # done above
-                bp = bptr + 4 * (jb * K * NR if bpk else j0)
+                bp = bptr + 4 * ((jb0 + jb) * K * NR if bpk else j0)
                 if nr <= 2:
                     _tile_r2(a, c, bp, ldb, cs, NR, K, zp, 0, 0, 0)
                 elif nr <= 4:
@@ -187,7 +200,7 @@ def _panels(ap, rows, K, b, bpk, n, c, zb, btile, ctile):
                 _tail_block(a, c, btile.ctypes.data, NR, ctile, K, zp, 0, tail, True)
                 t = tail
             for r in range(nr):
-                dst = c[(r0 + r) * n + j0:(r0 + r) * n + j0 + t]
+                dst = c[(r0 + r) * ldn + j0:(r0 + r) * ldn + j0 + t]
                 src = ctile[r * NR:r * NR + t]
                 for j in range(t):
                     dst[j] = src[j]

@@ -36,12 +36,22 @@ MIN_MACS = 1 << 13
 #: [17, 12] @ [12, 17] (a tiny ViT's attention) ran at ~2 GFLOP/s, the GEMM call several times that.
 MIN_BATCH_MACS = 1 << 9
 
+#: Products (m * n * k, all batches together) from this size run on the calling thread's Numba
+#: team when it has more than one thread (:mod:`.plan_gemm_par`): below it, waking the team and
+#: packing A once per thread cost more than the second core saves.
+PAR_MACS = 1 << 17
+
+#: The writer attribute holding the largest product (multiply-adds) of the kernel's GEMM steps: a
+#: kernel with one of at least :data:`PAR_MACS` uses threads (its runner says so: ``threaded``).
+MACS_ATTR = "gemm_macs"
+
 _ACT = {"": 0, "relu": 1, "relu6": 2}
 
 
-def _need(w: Any, m: int, k: int) -> None:
+def _need(w: Any, m: int, k: int, macs: int = 0) -> None:
     from mnnjit.backends.cpu.codegen.plan_gemm import scratch_size
     setattr(w, SCRATCH_ATTR, max(getattr(w, SCRATCH_ATTR, 0), scratch_size(m, k)))
+    setattr(w, MACS_ATTR, max(getattr(w, MACS_ATTR, 0), macs))
 
 
 def matmul_ex(w: Any, node: Any, ins: tuple, out: int) -> bool:
@@ -75,7 +85,7 @@ def matmul_ex(w: Any, node: Any, ins: tuple, out: int) -> bool:
     else:
         bname, bpk = w.value(ins[1]), False
     o = w.fresh(out, m * n)
-    _need(w, m, k)
+    _need(w, m, k, m * n * k)
     w.emit(f"gemm_f32({an}, {int(ta)}, {m}, {k}, {bname}, {bpk}, {n}, {o}, {bias}, {bmode}, {act}, gs)")
     return True
 
@@ -95,7 +105,7 @@ def batched_matmul(w: Any, node: Any, ins: tuple, out: int) -> bool:
         return False
     an, bn = w.value(ins[0]), w.value(ins[1])
     o = w.fresh(out, int(node.size))
-    _need(w, m, k)
+    _need(w, m, k, nb * m * n * k)
     w.emit(f"gemm_batched({an}, {m}, {k}, {bn}, {n}, {o}, {nb}, gs)")
     return True
 
@@ -133,7 +143,7 @@ def patch_conv(w: Any, node: Any, ins: tuple, out: int) -> bool:
     off = w.ws_size
     w.ws_size = off + (kk * npix + 15) // 16 * 16
     w.emit(f"{col} = ws[{off}:{off + kk * npix}]")
-    _need(w, o_ch, kk)
+    _need(w, o_ch, kk, o_ch * npix * kk)
     t = w.idx()
     w.emit(f"for {t} in range({nimg}):")
     w.emit(f"patch_im2col({xn}[{t} * {c * h * wd}:({t} + 1) * {c * h * wd}], {c}, {h}, {wd}, {kh}, {kw}, {col})", 1)

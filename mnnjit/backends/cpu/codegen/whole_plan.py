@@ -60,7 +60,7 @@ MAX_PLAN_STEPS = 20000
 NARROW = 16
 
 #: Part of every generated source: bump it when the generated code or the helpers it calls change.
-PLAN_KERNEL_VERSION = 12
+PLAN_KERNEL_VERSION = 13
 
 #: Constants in the blob start at multiples of this many elements (64-byte lines).
 _ALIGN = 16
@@ -693,7 +693,8 @@ def kernel({args}):
 
 
 #: What a kernel with GEMM steps imports (only those: the GEMM module loads the micro-kernels).
-_GEMM_IMPORT = "from mnnjit.backends.cpu.codegen.plan_gemm import gemm as gemm_f32, gemm_batched, patch_im2col"
+_GEMM_IMPORT = ("from mnnjit.backends.cpu.codegen.plan_gemm import patch_im2col\n"
+                "from mnnjit.backends.cpu.codegen.plan_gemm_par import gemm as gemm_f32, gemm_batched")
 
 #: A line of a step that stays in the kernel: its value's workspace piece, output argument or view.
 _SETUP = re.compile(r"^    [vw]\d+ = (ws\[\d+:\d+\]|o\d+\.reshape\(\d+\)|\w+\[\d+:\d+\])$")
@@ -822,6 +823,7 @@ def plan_source(steps: list, init: list, feed_slots: list, out_slots: list, orde
         ws_size += gemm_scratch
     if sizes is not None:
         sizes["workspace"] = max(ws_size, 1)
+        sizes["threaded"] = getattr(w, plan_gemm_steps.MACS_ATTR, 0) >= plan_gemm_steps.PAR_MACS
     body, functions = _outline(w.lines, bounds)
     body = fold_loops(w.head, body)
     if count_calls(body) > MAX_STEPS:
@@ -882,7 +884,11 @@ def compile_plan(steps: list, init: list, feed_slots: list, out_slots: list, ord
                     return None
     disp = kernel.disp if kernel.seen else kernel
     entry = entry_point(disp, [sample[k] for k in used] + [blob] + outs + [wsa]) if sample is not None else None
-    return _runner(entry or disp, disp, used, blob, shapes, wsn)
+    run = _runner(entry or disp, disp, used, blob, shapes, wsn)
+    # (a kernel with a product large enough for the GEMM's threads: its caller sets the thread
+    # count it wants before each call; a kernel without one runs on the calling thread alone)
+    run.threaded = sizes["threaded"]  # type: ignore[attr-defined]
+    return run
 
 
 def _runner(entry: Callable, disp: Callable, used: list[int], blob: np.ndarray,
