@@ -380,7 +380,14 @@ register(OpDef("spacing", "opaque", _same, lambda xs, at: np.spacing(xs[0])))  #
 register(OpDef("i0", "opaque", _same, lambda xs, at: np.i0(xs[0].astype(np.float64))))  # Numba has no np.i0
 register(OpDef("cbrt", "elementwise", _same, lambda xs, at: np.cbrt(xs[0]),
                scalar="math.copysign(abs(a) ** (1.0 / 3.0), a)"))
-register(OpDef("signbit", "elementwise", _un_i32, lambda xs, at: np.signbit(xs[0]),
+def _signbit_ref(xs, at):
+    x = xs[0]
+    if x.dtype == np.float32:   # the sign bit shifted down: int32 0/1 in one pass (not bool, then widened)
+        return (x.view(np.uint32) >> np.uint32(31)).view(np.int32)
+    return np.signbit(x)
+
+
+register(OpDef("signbit", "elementwise", _un_i32, _signbit_ref,
                scalar="(1 if math.copysign(1.0, a) < 0 else 0)"))
 
 register(OpDef("exp2", "elementwise", _same, lambda xs, at: np.exp2(xs[0]), scalar="(2.0 ** a)"))
