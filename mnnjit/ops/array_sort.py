@@ -48,9 +48,22 @@ def _stable_argsort(x: np.ndarray, axis: int, descending: bool) -> np.ndarray:
     return (n - 1) - idx
 
 
+def _sort_kind(x: np.ndarray) -> str:
+    """numpy's default sort (a vectorised quicksort: ~3x faster than the stable one on float32)
+    where its result cannot differ from the stable sort's: when no two elements compare equal with
+    different bits. Integers; floats with no zeros (+0.0 and -0.0 compare equal) and no NaNs
+    (payloads); any other array sorts stably."""
+    kind = x.dtype.kind
+    if kind in "iub":
+        return "quicksort"
+    if kind == "f" and not (x == 0).any() and not np.isnan(x).any():
+        return "quicksort"
+    return "stable"
+
+
 def _sort_ref(xs, attrs):
     x = xs[0]
-    out = np.sort(x, axis=attrs["axis"], kind="stable")
+    out = np.sort(x, axis=attrs["axis"], kind=_sort_kind(x))
     if attrs.get("descending"):
         out = np.flip(out, attrs["axis"])
     return out

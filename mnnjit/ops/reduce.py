@@ -6,6 +6,7 @@ import ctypes
 import numpy as np
 
 from .._dtypes import F32, I32
+from .fperr import call_ignoring
 from .registry import OpDef, register
 
 
@@ -37,15 +38,14 @@ def _ref(np_fn, needs_identity=None):
     def ref(xs, attrs):
         x = xs[0]
         axes = attrs["axes"]
-        if needs_identity:
+        if needs_identity and 0 in x.shape:
             _check_nonempty(x, axes, needs_identity)
-        with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
-            return np_fn(x, axis=axes, keepdims=attrs["keepdims"])
+        return call_ignoring(np_fn, x, axis=axes, keepdims=attrs["keepdims"])
     return ref
 
 
 def _sum(x, axis, keepdims):
-    return np.sum(x, axis=axis, keepdims=keepdims, dtype=_acc_dtype(x.dtype) if x.dtype.kind != "f" else None)
+    return np.add.reduce(x, axis=axis, keepdims=keepdims, dtype=_acc_dtype(x.dtype) if x.dtype.kind != "f" else None)
 
 
 def _prod(x, axis, keepdims):
@@ -67,9 +67,9 @@ def _all(x, axis, keepdims):
 register(OpDef("reduce_sum", "reduce", _infer(_acc_dtype), _ref(_sum), scalar="acc + a", mnn_type="Reduction"))
 register(OpDef("reduce_prod", "reduce", _infer(_acc_dtype), _ref(_prod), scalar="acc * a", mnn_type="Reduction"))
 register(OpDef("reduce_mean", "reduce", _infer(lambda d: F32), _ref(_mean), scalar="acc + a", mnn_type="Reduction"))
-register(OpDef("reduce_max", "reduce", _infer(lambda d: d), _ref(np.max, "maximum"), scalar="max(acc, a)",
+register(OpDef("reduce_max", "reduce", _infer(lambda d: d), _ref(np.maximum.reduce, "maximum"), scalar="max(acc, a)",
                mnn_type="Reduction"))
-register(OpDef("reduce_min", "reduce", _infer(lambda d: d), _ref(np.min, "minimum"), scalar="min(acc, a)",
+register(OpDef("reduce_min", "reduce", _infer(lambda d: d), _ref(np.minimum.reduce, "minimum"), scalar="min(acc, a)",
                mnn_type="Reduction"))
 register(OpDef("reduce_any", "reduce", _infer(lambda d: I32), _ref(_any), mnn_type="Reduction"))
 register(OpDef("reduce_all", "reduce", _infer(lambda d: I32), _ref(_all), mnn_type="Reduction"))
