@@ -145,3 +145,14 @@ def test_deq_panels_matches_the_conv_kernels_dequantization(o, k, bits, block):
     dense = codes.astype(np.float32).reshape(o, k // block, block) * scale[..., None] + offset[..., None]
     assert np.array_equal(b.reshape(npanel, k, 6)[:, :, :].transpose(0, 2, 1).reshape(-1, k)[:o],
                           dense.reshape(o, k))
+    if bits == 8 and block == k:    # per-channel codes reordered into panels (kind 4): same panels
+        w4 = w.panel_ordered()
+        assert w4.kind == 4 and w4.codes8.nbytes == npanel * 6 * k
+        c = np.full_like(a, np.nan)
+        d = np.full_like(a, np.nan)
+        _both_deq(w4.kind, w4.codes8, w4.codes4, w4.scale, w4.offset, w4.block, o, npanel, k, c,
+                  d, np.empty((6, k), np.float32))
+        assert np.array_equal(c, b) and np.array_equal(d, b)
+    else:
+        with pytest.raises(ValueError, match="per-channel int8"):
+            w.panel_ordered()

@@ -25,7 +25,9 @@ from typing import Tuple
 
 import numpy as np
 from mnnjit.backends.cpu.runtime import numba_setup  # noqa: F401  (first: OpenMP policy, cross-process compile lock)
-from numba import njit, prange
+from llvmlite import ir
+from numba import njit, prange, types
+from numba.extending import intrinsic
 
 
 __all__ = ["DenseRows", "HalfRows", "QuantRows", "as_weight_source", "gemm_dynamic_int8",
@@ -297,12 +299,15 @@ _MR = 6
 @njit(inline="always")
 def deq_panels(kind, codes8, codes4, scale, offset, bs, g, og, q0, q1, K, dst, tmp):
     """dst = float32 micro-kernel panels q0..q1 (``[K, 6]`` each, rows interleaved) of group
-    ``g``'s quantized rows (rows past the group are zero), as ``gemm.conv._deq_panels``
+    ``g``'s quantized rows (kind 4, codes already in panel order: :func:`deq_panel_order`) (rows past the group are zero), as ``gemm.conv._deq_panels``
     computes them (``code * scale + offset`` per value, the same float32 operations): each
     panel's six rows are dequantized as contiguous rows into ``tmp`` [6, K] first (vector
     loops: int8 widening, multiply-add), then interleaved into the panel. Dequantizing
     straight into the panel wrote every value 6 floats from the last, a scalar loop (about
     0.45 ns a weight: 0.2 ms per forward for a 1280x320 layer)."""
+    if kind == 4:
+        deq_panel_order(codes8, scale, offset, q0, q1, K, dst)
+        return
     nb = K // bs
     for q in range(q0, q1):
         for r in range(_MR):
@@ -342,3 +347,79 @@ def deq_panels(kind, codes8, codes4, scale, offset, bs, g, og, q0, q1, K, dst, t
             p[3] = t3[k]
             p[4] = t4[k]
             p[5] = t5[k]
+
+
+_F32 = ir.FloatType()
+_I64 = ir.IntType(64)
+_V8 = ir.VectorType(_F32, 8)
+
+
+def _typer_deq24(typingctx, c_i, s_i, o_i, d_i, n):
+    """``deq24(codes, scale, offset, dst, n)`` (addresses, int64): ``dst[i] = codes[i] *
+    scale[i % 6] + offset[i % 6]`` for ``i < 24 * n`` (int8 codes, float32 scale/offset/dst).
+    24 values (four k-steps of a 6-row panel) are three ``<8 x float>`` vectors whose
+    scale/offset patterns repeat: built once, then per step three int8 loads, widenings,
+    multiply-adds and stores (no interleaving pass)."""
+    sig = types.void(*([types.int64] * 5))
+
+    def codegen(context, builder, signature, args):
+        c_a, s_a, o_a, d_a, n_v = args
+        c_p = builder.inttoptr(c_a, ir.IntType(8).as_pointer())
+        s_p = builder.inttoptr(s_a, _F32.as_pointer())
+        o_p = builder.inttoptr(o_a, _F32.as_pointer())
+        d_p = builder.inttoptr(d_a, _F32.as_pointer())
+        ss = [builder.load(builder.gep(s_p, [ir.Constant(_I64, r)])) for r in range(_MR)]
+        os_ = [builder.load(builder.gep(o_p, [ir.Constant(_I64, r)])) for r in range(_MR)]
+
+        def pattern(vals, h):
+            v = ir.Constant(_V8, ir.Undefined)
+            for j in range(8):
+                v = builder.insert_element(v, vals[(8 * h + j) % _MR], ir.Constant(ir.IntType(32), j))
+            return v
+        sv = [pattern(ss, h) for h in range(3)]
+        ov = [pattern(os_, h) for h in range(3)]
+        fn = builder.function
+        entry = builder.basic_block
+        loop = fn.append_basic_block("deq24.loop")
+        done = fn.append_basic_block("deq24.done")
+        builder.cbranch(builder.icmp_signed(">", n_v, ir.Constant(_I64, 0)), loop, done)
+        builder.position_at_end(loop)
+        i = builder.phi(_I64)
+        base = builder.mul(i, ir.Constant(_I64, 24))
+        for h in range(3):
+            off = builder.add(base, ir.Constant(_I64, 8 * h))
+            cv = builder.load(builder.bitcast(builder.gep(c_p, [off]),
+                                              ir.VectorType(ir.IntType(8), 8).as_pointer()), align=1)
+            fv = builder.sitofp(builder.sext(cv, ir.VectorType(ir.IntType(32), 8)), _V8)
+            dv = builder.fadd(builder.fmul(fv, sv[h]), ov[h])
+            builder.store(dv, builder.bitcast(builder.gep(d_p, [off]), _V8.as_pointer()), align=4)
+        nxt = builder.add(i, ir.Constant(_I64, 1))
+        i.add_incoming(ir.Constant(_I64, 0), entry)
+        i.add_incoming(nxt, loop)
+        builder.cbranch(builder.icmp_signed("<", nxt, n_v), loop, done)
+        builder.position_at_end(done)
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
+_typer_deq24.__name__ = _typer_deq24.__qualname__ = "quant_deq24"
+_deq24 = intrinsic(_typer_deq24)
+
+
+@njit(inline="always")
+def deq_panel_order(codes8, scale, offset, q0, q1, K, dst):
+    """dst = float32 panels q0..q1 of per-channel int8 codes kept in panel order (kind 4 of
+    ``gemm.conv.PackedWeights``: ``codes8`` [npanel, K*6], panel q's value (k, r) at
+    ``k*6 + r``; ``scale``/``offset`` [npanel*6, 1], zero past the last row): ``code * scale +
+    offset`` per value, the same float32 operations as :func:`deq_panels`, in straight vector
+    code (about 5x faster than dequantizing rows and interleaving them)."""
+    n24 = K // 4
+    for q in range(q0, q1):
+        cq = codes8[q]
+        d = dst[(q - q0) * K * _MR:(q - q0 + 1) * K * _MR]
+        sq = scale[q * _MR:(q + 1) * _MR, 0]
+        oq = offset[q * _MR:(q + 1) * _MR, 0]
+        _deq24(cq.ctypes.data, sq.ctypes.data, oq.ctypes.data, d.ctypes.data, n24)
+        for i in range(n24 * 24, K * _MR):
+            d[i] = np.float32(cq[i]) * sq[i % _MR] + oq[i % _MR]

@@ -112,7 +112,7 @@ def _weight_kind(op: Any) -> str:
         if hasattr(w, "w") and not hasattr(w, "kind"):   # a nested ConvGemm
             w = w.w
         kind = getattr(w, "kind", None)
-        if kind == 2:
+        if kind in (2, 4):
             return "int8 codes, dequantized per task" + (
                 " (GEMV on the codes)" if getattr(op, "narrow", False) else "")
         if kind == 3:

@@ -124,7 +124,7 @@ def _pre_rows(x, n, pre, pre_w, pre_bias, col, srow, ya, yb, off, W):
 def _float_panels(w, q, rows, K):
     """Float32 panels of a weight source ``w`` = (kind, panels, codes8, codes4, scale, offset,
     block) with ``rows`` output rows: the packed panels themselves (kind 0), else its codes
-    dequantized into a fresh array."""
+    (kinds 2-4: int8 or 4-bit rows, int8 in panel order) dequantized into a fresh array."""
     kind, panels, codes8, codes4, scale, offset, bs = w
     if kind == 0:
         return panels

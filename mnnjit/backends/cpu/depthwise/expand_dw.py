@@ -204,7 +204,8 @@ def _task_panels(w, kind, K, O, nchunk, task):
 @njit(inline="always")
 def _panel_weights(kind, codes8, codes4, scale, offset, bs, O, K, q, q0, wq, tmp):
     """The first panel index of the buffer ``wq`` once panel ``q`` is in it: ``q0`` for the
-    task's float panels; for quantized codes panel ``q`` is dequantized into ``wq`` now."""
+    task's float panels; for quantized codes panel ``q`` is dequantized into ``wq`` now (int8 or
+    4-bit rows, or per-channel int8 codes kept in panel order: kind 4)."""
     if kind == 0:
         return q0
     deq_panels(kind, codes8, codes4, scale, offset, bs, 0, O, q, q + 1, K, wq, tmp)

@@ -33,7 +33,7 @@ from mnnjit.backends.cpu.gemm.tile import (MR, NR, col_f16, col_f32, tile8_f16, 
                         tile16r4_f16, tile16r4_f32, tile_f16, tile_f32, tile_fh, tile_hf,
                         tile_pfb_f16, tile_pfb_f32)
 from mnnjit.backends.cpu.cnn_steps import _act_code, _conv_out_hw, _keep_alive, act_inplace
-from mnnjit.backends.cpu.quant import deq_panels
+from mnnjit.backends.cpu.quant import deq_panel_order, deq_panels
 
 __all__ = ["PackedWeights", "ConvGemm", "gemm_panels", "pack_grouped", "MR", "NR"]
 
@@ -178,7 +178,7 @@ class PackedWeights:
     panels: float32 or float16 values, or quantized codes dequantized per task.
 
     ``kind``: 0 float32 panels (``panels``), 2 int8 codes, 3 packed 4-bit codes (``codes``/``scale``/``offset``/``block`` as in
-    :class:`.quant.QuantRows`)."""
+    :class:`.quant.QuantRows`), 4 per-channel int8 codes in panel order (:meth:`panel_ordered`)."""
 
     def __init__(self, o: int, k: int, panels: Optional[np.ndarray] = None, quant=None) -> None:
         self.shape = (int(o), int(k))
@@ -219,12 +219,33 @@ class PackedWeights:
         """Keep a :class:`.quant.QuantRows`'s codes (dequantized panel by panel while running)."""
         return cls(q.shape[0], q.shape[1], quant=q)
 
+    def panel_ordered(self) -> "PackedWeights":
+        """Kind 4: these per-channel int8 codes (kind 2, one block per row) reordered like the
+        float panels (``codes8`` [npanel, K*6], ``scale``/``offset`` [npanel*6, 1], zero past
+        the last row), so a panel dequantizes in straight vector code
+        (:func:`.quant.deq_panel_order`) with no interleaving pass. Same bytes as the rows."""
+        O, K = self.shape
+        if self.kind != 2 or self.block != K:
+            raise ValueError("panel_ordered: needs per-channel int8 codes (kind 2, block = K)")
+        pw = PackedWeights(O, K, panels=np.zeros(1, np.float32))
+        rows = self.npanel * MR
+        c = np.zeros((rows, K), np.int8)
+        c[:O] = self.codes8
+        pw.codes8 = np.ascontiguousarray(c.reshape(self.npanel, MR, K).transpose(0, 2, 1)
+                                         ).reshape(self.npanel, K * MR)
+        pw.scale = np.zeros((rows, 1), np.float32)
+        pw.offset = np.zeros((rows, 1), np.float32)
+        pw.scale[:O] = self.scale
+        pw.offset[:O] = self.offset
+        pw.kind, pw.block = 4, K
+        return pw
+
     @property
     def nbytes(self) -> int:
         """Bytes held for the weights."""
         if self.kind == 0:
             return int(self.panels.nbytes)
-        codes = self.codes8 if self.kind == 2 else self.codes4
+        codes = self.codes8 if self.kind in (2, 4) else self.codes4
         return int(codes.nbytes + self.scale.nbytes + self.offset.nbytes)
 
 
@@ -232,7 +253,11 @@ class PackedWeights:
 def _deq_panels(kind, codes8, codes4, scale, offset, bs, g, og, q0, q1, K, dst):
     """dst = float32 panels q0..q1 of group g's quantized rows (rows past the group are zero).
     Row by row and block by block, so the scale/offset and the code kind are fixed in the inner
-    loop (no division or branch per value)."""
+    loop (no division or branch per value); codes in panel order (kind 4) by
+    :func:`.quant.deq_panel_order`."""
+    if kind == 4:
+        deq_panel_order(codes8, scale, offset, q0, q1, K, dst)
+        return
     nb = K // bs
     for q in range(q0, q1):
         panel = dst[(q - q0) * K * MR:(q - q0 + 1) * K * MR]
@@ -844,6 +869,9 @@ class ConvGemm:
         if self.cols:
             self.n_o, self.n_p = max(1, min(npg, threads)), 1
             self.pc_max = max(NR, (_L2_BYTES // (isz * K)) // NR * NR)
+        if weights.kind == 2 and weights.block == K and not self.narrow:
+            # per-channel int8 codes in panel order: each panel dequantizes ~5x faster
+            self.w = weights.panel_ordered()
 
     def _run_narrow(self, x: np.ndarray, out: np.ndarray) -> np.ndarray:
         N, C = self.in_shape[:2]
