@@ -15,24 +15,29 @@ Executor = Callable[[list[Node]], None]
 _executor: Executor | None = None
 #: the default executor once imported (a function-level import on every read costs ~0.5 us)
 _default: Executor | None = None
-#: the default executor's one-node eager route (``Var.read``'s direct call), once imported
-_eager_value: Callable[[Node], object] | None = None
+#: the default executor's one-node eager route, once imported
+_eager_value: Callable[[Node, bool], object] | None = None
+#: ``_eager_value`` while the default executor is in use, else None (``Var.read``'s direct call)
+_read_route: Callable[[Node, bool], object] | None = None
 
 
 def set_executor(fn: Executor | None) -> Executor | None:
     """Install ``fn`` as the executor (None restores the default); returns the previous one."""
-    global _executor
+    global _executor, _read_route
     prev = _executor
     _executor = fn
+    _read_route = _eager_value if fn is None else None
     return prev
 
 
 def _load_default() -> Executor:
-    global _default, _eager_value
+    global _default, _eager_value, _read_route
     from .compiler.executor import eager_value
     from .compiler.executor import evaluate as compiled_evaluate
     _default = compiled_evaluate
     _eager_value = eager_value
+    if _executor is None:
+        _read_route = eager_value
     return compiled_evaluate
 
 
@@ -41,12 +46,6 @@ def get_executor() -> Executor:
     if _executor is None:
         return _default or _load_default()
     return _executor
-
-
-def eager_route() -> Callable[[Node], object] | None:
-    """The default executor's one-node eager route (None while another executor is installed or
-    before the first evaluation)."""
-    return _eager_value if _executor is None else None
 
 
 def evaluate(nodes: list[Node]) -> None:

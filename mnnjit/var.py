@@ -168,10 +168,10 @@ class Var:
         ``np.asarray(var)`` is the zero-copy view (read-only unless handed out by ``read()``).
         """
         node = self._node
+        op = node.op
         if node.fmt == "NC4HW4" and node.size:
             packed = self._packed().ravel()
             return np.array(packed[: node.size].reshape(node.shape))
-        op = node.op
         if op in _VIEW_OPS:
             return _copy_out(self._user_value()[0])
         v = node._value
@@ -179,12 +179,13 @@ class Var:
             # (references to the node: ``self._node``, the local, getrefcount's argument: when
             # that is all, a fresh result is this Var's alone and is handed out as computed)
             own = _getrefcount(node) == 3
-            eager = _rt._eager_value if _rt._executor is None else None
-            v = eager(node, own) if eager is not None else None
+            eager = _rt._read_route
+            if eager is not None:
+                v = eager(node, own)
+                if v is not None and own and v.flags.writeable:     # computed fresh, handed out as it is
+                    return v
             if v is None:
                 v = self._value()
-            elif own and v.flags.writeable:     # computed fresh and handed out as it is
-                return v
         elif node.live and node.stamp != graph_mod._write_counter and op != "placeholder":
             v = self._value()
         if type(v) is not np.ndarray or op == "const" or op == "placeholder":
@@ -643,3 +644,29 @@ def _rebuild(arr: np.ndarray, fmt: str, name: str = "") -> Var:
 
 from .ops import build as B  # noqa: E402  (after Var: build refers back to this module)
 B._VAR = Var
+
+
+def _fast_binary(op: str):
+    """Var's operator method for elementwise ``op``: two Vars of a signature seen before build their
+    node here (``B.binary``'s first branch, one call less: a numpy-style call pays this per op);
+    anything else goes to ``B.binary``."""
+    sig, computed, binary, new = B._EW_SIG, B._computed, B.binary, object.__new__
+
+    def method(self, o):
+        if type(o) is Var:
+            na, nb = self._node, o._node
+            if na.dtype is nb.dtype:
+                hit = sig.get((op, na.dtype, na.shape, nb.shape))
+                if hit is not None:
+                    v = new(Var)
+                    v._node = computed(op, (na, nb), hit[0], hit[1], na.fmt)
+                    return v
+        return binary(op, self, o)
+    method.__name__ = f"__{op}__"
+    return method
+
+
+Var.__add__ = _fast_binary("add")
+Var.__sub__ = _fast_binary("sub")
+Var.__mul__ = _fast_binary("mul")
+Var.__truediv__ = _fast_binary("div")

@@ -224,6 +224,8 @@ config.on_threshold_change.append(_forget_threshold)
 
 def _init_ufuncs() -> None:
     from ..ops.elementwise import UFUNC_OPS
+    if _ERRVAR is None:     # (the route relies on the cheap error state)
+        return
     for name, (fn, ref) in UFUNC_OPS.items():
         if op_registry.get(name).ref is ref:
             _UFUNCS[name] = fn
@@ -239,7 +241,7 @@ def eager_value(node: Node, handed_out: bool = False):
     the reference's wrappers (the same arithmetic; written out in one frame: this is most of a
     small numpy-style call); other nodes take ``_eager``."""
     fn = _UFUNCS.get(node.op)
-    if fn is None or _ERRVAR is None:
+    if fn is None:
         if not _NO_HW:
             _init_no_hw()
             _init_ufuncs()
@@ -253,21 +255,20 @@ def eager_value(node: Node, handed_out: bool = False):
     a = i._value
     if type(a) is not np.ndarray or (i.live and i.stamp != wc and i.op != "placeholder"):
         return None
+    thr = _thr
+    if thr is None:
+        thr = _cache_threshold()
     unary = len(inputs) == 1
-    if not unary:
+    if unary:
+        if a.size >= thr:
+            return None
+    else:
         i = inputs[1]
         b = i._value
         if type(b) is not np.ndarray or (i.live and i.stamp != wc and i.op != "placeholder"):
             return None
-    shape = node.shape
-    n = 1
-    for d in shape:
-        n *= d
-    thr = _thr
-    if thr is None:
-        thr = _cache_threshold()
-    if n >= thr:                    # (the broadcast output is the largest array of the op)
-        return None
+        if a.size >= thr or b.size >= thr:
+            return None
     tok = _ERRVAR.set(_ERR_IGNORE)
     try:
         out = fn(a) if unary else fn(a, b)
@@ -275,13 +276,14 @@ def eager_value(node: Node, handed_out: bool = False):
         _ERRVAR.reset(tok)
     if type(out) is not np.ndarray:     # a 0-d result comes back as a numpy scalar
         out = np.asarray(out)
+    shape = node.shape
+    if out.shape != shape:
+        raise RuntimeError(f"op {node.op} produced shape {out.shape}, expected {shape}")
+    if out.size >= thr:     # broadcast past the threshold: the compiled path computes it (this is rare)
+        return None
     dtype = node.dtype
     if out.dtype is not dtype and out.dtype != dtype:
         out = out.astype(dtype)
-    if out.shape != shape:
-        if out.size != n:
-            raise RuntimeError(f"op {node.op} produced shape {out.shape}, expected {shape}")
-        out = out.reshape(shape)
     if not handed_out:
         out.setflags(write=False)
     node._value = out
