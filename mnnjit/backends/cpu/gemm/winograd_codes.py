@@ -179,9 +179,9 @@ def _transform_fast(codes, l0, l1, m, uscr, hbuf):
         cp = codes.ctypes.data + l0
         up = uscr.ctypes.data
         if m == 2:
-            _gtf2(cp, codes.shape[1], up, uscr.shape[1], n8)
+            _gtf2(cp, codes.strides[0], up, uscr.strides[0] // 4, n8)
         else:
-            _gtf4(cp, codes.shape[1], up, uscr.shape[1], n8)
+            _gtf4(cp, codes.strides[0], up, uscr.strides[0] // 4, n8)
     if l0 + n8 < l1:
         _transform_codes(codes, l0 + n8, l1, m, uscr[:, n8:], hbuf)
 
