@@ -617,8 +617,9 @@ def _take_own_value(v: np.ndarray) -> bool:
     if base is None:
         if not v.flags.owndata:
             return False
+    # base: ``v.base``, the local (+ the argument): nothing else holds it (other views would)
     elif type(base) is not np.ndarray or base.base is not None or not base.flags.owndata \
-            or _getrefcount(base) != 2 or base.nbytes != v.nbytes or not base.flags.writeable:
+            or _getrefcount(base) != 3 or base.nbytes != v.nbytes or not base.flags.writeable:
         return False
     v.flags.writeable = True
     return True

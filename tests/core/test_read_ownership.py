@@ -131,3 +131,21 @@ def test_constants_inputs_and_model_outputs_are_copied():
     rc[0] = 9.0
     assert c.read()[0] == 1.0
     assert not np.shares_memory(c.read(), c.read())
+
+
+def test_whole_views_of_fresh_arrays_are_handed_out_unless_their_buffer_is_held():
+    """A result that is a whole view of a fresh buffer (float32 signbit: the shifted bits viewed as
+    int32) is this Var's memory when nothing else holds the buffer, and a copy when something does."""
+    x0 = np.array([1.0, -2.0, -0.0, 3.0], np.float32)
+    y = jnp.signbit(jnp.array(x0))
+    r = y.read()
+    assert r.base is not None and np.shares_memory(r, y.read())
+    r[0] = 5
+    assert y.read()[0] == 5
+    z = jnp.signbit(jnp.array(x0))
+    held = z.read_view().base          # the buffer, held outside the Var
+    rz = z.read()
+    assert not np.shares_memory(rz, held)
+    rz[:] = 9
+    np.testing.assert_array_equal(z.read(), [0, 1, 1, 0])
+    np.testing.assert_array_equal(held.view(np.int32), [0, 1, 1, 0])
