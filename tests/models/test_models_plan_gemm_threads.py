@@ -1,7 +1,8 @@
-"""The whole-plan kernel's products on Numba's worker threads (backends/cpu/codegen/plan_gemm_par.py):
-the parallel product split by column blocks or by batches matches numpy on its edge cases, and a
-transformer block converted by real MNN's converter, run at 2 threads with its products above the
-threading bound, matches real MNN and is marked threaded (its model sets the thread count per forward)."""
+"""The whole-plan kernel's products and softmax on Numba's worker threads
+(backends/cpu/codegen/plan_gemm_par.py): every threaded step kind (products split by column blocks
+with tail columns, by batches; softmax rows) matches numpy, and a transformer block converted by
+real MNN's converter, run at 2 threads with its products above the threading bound, matches real
+MNN and is marked threaded (its model sets the thread count per forward)."""
 from __future__ import annotations
 
 import numpy as np
@@ -11,49 +12,55 @@ from mnnjit_models_fixtures import convert, real_mnn_forward, transformer_onnx
 import mnnjit as MNN
 
 
-def _ref(a, b, bias, bmode, act):
-    want = a.astype(np.float64) @ b
-    want = want + (bias[:b.shape[1]] if bmode == 1 else bias[:a.shape[0], None] if bmode == 2 else 0)
-    return np.clip(want, 0, 6) if act == 2 else np.maximum(want, 0) if act == 1 else want
-
-
-@pytest.mark.parametrize("threads", [1, 2, 3])
-def test_parallel_gemm_matches_numpy(threads: int) -> None:
-    """Column splits with a partial last block and tail columns, a single block, rows over one row
-    block, A in all three layouts, B packed or in place, both bias modes, NaN through relu6."""
-    numba = pytest.importorskip("numba")
-    from mnnjit.backends.cpu.codegen.plan_gemm import pack_a, pack_b
-    from mnnjit.backends.cpu.codegen.plan_gemm_par import gemm_par
+def _case_model():
+    """One model of every threaded step kind: constant weights with tail columns, bias and relu6;
+    two computed operands, the left one transposed; a batched product; a row softmax (each above
+    the threading bound)."""
+    from mnnjit.ops import build as B
     rng = np.random.default_rng(7)
-    before = numba.get_num_threads()
-    numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
+    w = rng.standard_normal((300, 200)).astype(np.float32) * 0.1
+    bias = rng.standard_normal(200).astype(np.float32)
+    shapes = [(64, 300), (96, 64), (96, 72), (3, 40, 64), (3, 64, 50), (4, 64, 150)]
+    xs = [MNN.expr.placeholder(list(s)) for s in shapes]
+    n = [x._node for x in xs]
+    outs = [
+        B.make_node("matmul_ex", [n[0], MNN.expr.const(w, [300, 200])._node, MNN.expr.const(bias, [200])._node],
+                    {"act": "relu6"}),
+        B.make_node("matmul_ex", [n[1], n[2]], {"transpose_a": True}),
+        B.make_node("matmul", [n[3], n[4]]),
+        B.make_node("softmax", [n[5]], {"axis": -1}),
+    ]
+
+    def ref(x0, x1, x2, x3, x4, x5):
+        e = np.exp(x5 - x5.max(-1, keepdims=True))
+        return [np.clip(x0 @ w + bias, 0, 6), x1.T @ x2, np.matmul(x3, x4), e / e.sum(-1, keepdims=True)]
+    return xs, [B.wrap(o) for o in outs], shapes, ref
+
+
+@pytest.mark.parametrize("threads", [2, 3])
+def test_threaded_steps_match_numpy(threads: int, monkeypatch) -> None:
+    """Each threaded step kind, compiled whole and run with more than one thread (3: more than this
+    machine may have: the team's size bounds the split), against numpy; the plan is threaded."""
+    from mnnjit.backends.cpu.codegen.plan_gemm_steps import PAR_MACS, SOFTMAX_WORK
+    monkeypatch.setenv("MNNJIT_PLAN_KERNEL_CALLS", "0")
+    xs, outs, shapes, ref = _case_model()
+    assert 4 * 64 * 150 * SOFTMAX_WORK >= PAR_MACS and 64 * 72 * 96 >= PAR_MACS
+    from mnnjit import compiler
+    m = MNN.nn.load_module(xs, outs)
+    before = compiler.get_num_threads()
+    compiler.set_num_threads(threads)   # (the calling thread's team: a Module of Vars has no runtime manager)
     try:
-        for m, k, n in [(5, 7, 3), (13, 300, 37), (100, 33, 50), (7, 64, 16), (197, 40, 72)]:
-            a = rng.standard_normal((m, k)).astype(np.float32)
-            b = rng.standard_normal((k, n)).astype(np.float32)
-            a[0, 0] = np.nan
-            for ta in (0, 1, 2):
-                av = pack_a(a) if ta == 2 else np.ascontiguousarray(a.T if ta else a).ravel()
-                for bpk, bv in ((False, b.ravel()), (True, pack_b(b))):
-                    for bmode, bias, act in ((0, np.zeros(1, np.float32), 0),
-                                             (1, rng.standard_normal(n).astype(np.float32), 2),
-                                             (2, rng.standard_normal(m).astype(np.float32), 1)):
-                        c = np.full(m * n, 7.0, np.float32)
-                        gemm_par(av, ta, m, k, bv, bpk, n, c, bias, bmode, act, 0, threads)
-                        want = _ref(a, b, bias, bmode, act)
-                        got = c.reshape(m, n)
-                        np.testing.assert_array_equal(np.isnan(got), np.isnan(want), err_msg=str((m, k, n)))
-                        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4, err_msg=str((m, k, n, ta, bpk)))
-        for nb, m, k, n in [(5, 9, 16, 20), (2, 40, 8, 33), (1, 6, 6, 6)]:
-            a = rng.standard_normal((nb, m, k)).astype(np.float32)
-            b = rng.standard_normal((nb, k, n)).astype(np.float32)
-            c = np.full(nb * m * n, 7.0, np.float32)
-            gemm_par(a.ravel(), 0, m, k, b.ravel(), False, n, c, np.zeros(1, np.float32), 0, 0, nb, threads)
-            np.testing.assert_allclose(c.reshape(nb, m, n), np.matmul(a, b), rtol=1e-4, atol=1e-4)
-        with pytest.raises(TypeError, match="float32"):
-            gemm_par(a.astype(np.float64).ravel(), 0, m, k, b.ravel(), False, n, c, c, 0, 0, nb, threads)
+        rng = np.random.default_rng(8)
+        for _ in range(3):
+            vals = [rng.standard_normal(s).astype(np.float32) for s in shapes]
+            got = [o.read() for o in m.forward([MNN.expr.const(v, list(v.shape)) for v in vals])]
+            for g, want in zip(got, ref(*vals)):
+                np.testing.assert_allclose(g, want, rtol=1e-4, atol=1e-4)
     finally:
-        numba.set_num_threads(before)
+        compiler.set_num_threads(before)
+    plan = m._last_plan
+    assert getattr(plan.run, "__qualname__", "").startswith("_runner"), "not compiled whole"
+    assert plan.threaded
 
 
 def test_threaded_transformer_matches_real_mnn(tmp_path, monkeypatch) -> None:
@@ -94,4 +101,5 @@ def test_small_kernels_are_not_threaded(monkeypatch) -> None:
     np.testing.assert_allclose(got, xv @ w, rtol=1e-5, atol=1e-5)
     assert getattr(m._last_plan.run, "__qualname__", "").startswith("_runner")
     assert not m._last_plan.threaded
+
 

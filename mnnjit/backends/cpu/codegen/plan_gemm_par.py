@@ -14,7 +14,9 @@ its cache entry holds neither the GEMM's code nor an address):
   thread's Numba team: a 2-D product by blocks of :data:`~.plan_gemm.NR` columns (each thread packs
   the same rows of A and runs a column range of B: a transformer's projections have few rows and
   many columns), a batched one (attention) by batches; each part calls :data:`SYMBOL`;
-* :func:`gemm` and :func:`gemm_batched`, inlined into the generated kernels, choose at run time:
+* :data:`SOFTMAX_SYMBOL` - :func:`.plan_rows.softmax_rows` with the rows split over the team
+  (attention's softmax: heads x queries rows);
+* :func:`gemm`, :func:`gemm_batched` and :func:`softmax_rows`, inlined into the generated kernels, choose at run time:
   on more than one thread (Numba's count for the calling thread, which the model sets before each
   forward of a ``threaded`` plan) and at least :data:`~.plan_gemm_steps.PAR_MACS` multiply-adds,
   the parallel function; else the serial one on the calling thread.
@@ -27,8 +29,6 @@ This module imports numba: import it lazily.
 from __future__ import annotations
 
 from mnnjit.backends.cpu.runtime import numba_setup  # noqa: F401  (first: OpenMP policy, cross-process compile lock)
-import ctypes
-
 import numba
 import numpy as np
 from llvmlite import binding as llvm
@@ -37,15 +37,17 @@ from numba import carray, cfunc, njit, prange, types
 from numba.extending import intrinsic
 
 from mnnjit.backends.cpu.codegen.plan_gemm import MR, NR, ROW_BLOCK, gemm_cols
-from mnnjit.backends.cpu.codegen.plan_gemm_steps import PAR_MACS
+from mnnjit.backends.cpu.codegen.plan_gemm_steps import PAR_MACS, SOFTMAX_WORK
+from mnnjit.backends.cpu.codegen.plan_rows import softmax_rows as softmax_serial
 
-__all__ = ["gemm", "gemm_batched", "gemm_par", "PAR_MACS", "SYMBOL", "PAR_SYMBOL"]
+__all__ = ["gemm", "gemm_batched", "softmax_rows", "PAR_MACS", "SYMBOL", "PAR_SYMBOL", "SOFTMAX_SYMBOL"]
 
 
 #: The parallel product's symbol (a version suffix: a kernel cached against an older signature
 #: must fail to link, not call the new one with the wrong arguments).
 SYMBOL = "mnnjit_plan_gemm_v1"
 PAR_SYMBOL = "mnnjit_plan_gemm_par_v1"
+SOFTMAX_SYMBOL = "mnnjit_plan_softmax_par_v1"
 
 
 @intrinsic
@@ -72,6 +74,7 @@ def _scratch_size(m, k):
 numba.get_num_threads()
 
 _threads = types.ExternalFunction("get_num_threads", types.intp())  # (declared as Numba declares it)
+
 _I64 = types.int64
 #: (a, a size, ta, m, k, b, b size, bpk, ldn, jc, n, c, c size, bias, bias size, bmode, act,
 #: scratch, scratch size): :func:`.plan_gemm.gemm_cols` on arrays at these addresses
@@ -122,20 +125,25 @@ def _gemm_par_c(ap, asz, ta, m, k, bp, bsz, bpk, n, cp, csz, biasp, biasz, bmode
 llvm.add_symbol(PAR_SYMBOL, _gemm_par_c.address)
 _par = types.ExternalFunction(PAR_SYMBOL, _PAR_SIG)
 
+#: (x, o, rows, n, threads)
+_ROWS_SIG = _I64(*([_I64] * 5))
 
-def gemm_par(a: np.ndarray, ta: int, m: int, k: int, b: np.ndarray, bpk: bool, n: int, c: np.ndarray,
-             bias: np.ndarray, bmode: int, act: int, nb: int, nt: int) -> None:
-    """The parallel product from Python (for tests): :func:`.plan_gemm.gemm`'s arguments but the
-    scratch (``nb`` 0), or :func:`.plan_gemm.gemm_batched`'s product of ``nb`` batches (``ta``,
-    ``bpk``, ``bias``, ``bmode``, ``act`` 0), on ``nt`` of the calling thread's Numba threads.
-    Every array is flat, C-contiguous float32."""
-    arrs = (a, b, c, bias)
-    if any(not (isinstance(x, np.ndarray) and x.dtype == np.float32 and x.ndim == 1 and x.flags.c_contiguous)
-           for x in arrs):
-        raise TypeError("gemm_par takes flat C-contiguous float32 arrays")
-    fn = ctypes.CFUNCTYPE(ctypes.c_int64, *([ctypes.c_int64] * 17))(_gemm_par_c.address)
-    fn(a.ctypes.data, a.size, int(ta), m, k, b.ctypes.data, b.size, int(bool(bpk)), n, c.ctypes.data, c.size,
-       bias.ctypes.data, bias.size, bmode, act, nb, nt)
+
+@cfunc(_ROWS_SIG, cache=True, nopython=True, parallel=True, error_model="numpy", boundscheck=False)
+def _softmax_par_c(xp, op, rows, n, nt):
+    """:func:`.plan_rows.softmax_rows` on arrays at these addresses, the rows split over ``nt``
+    threads (at most the team's)."""
+    x = carray(_f32_at(xp), (rows * n,))
+    o = carray(_f32_at(op), (rows * n,))
+    parts = min(max(min(nt, _threads()), 1), rows)
+    for t in prange(parts):
+        r0, r1 = t * rows // parts, (t + 1) * rows // parts
+        softmax_serial(x[r0 * n:r1 * n], o[r0 * n:r1 * n], r1 - r0, n)
+    return 0
+
+
+llvm.add_symbol(SOFTMAX_SYMBOL, _softmax_par_c.address)
+_softmax_par = types.ExternalFunction(SOFTMAX_SYMBOL, _ROWS_SIG)
 
 
 @njit(inline="always")
@@ -165,3 +173,16 @@ def gemm_batched(a, m, k, b, n, c, nb, scratch):
             _gemm(ap + 4 * q * m * k, m * k, 0, m, k, bp + 4 * q * k * n, k * n, 0, n, 0, n, cp + 4 * q * m * n,
                   m * n, sp, scratch.size, 0, 0, sp, scratch.size)
     return 0
+
+
+@njit(inline="always")
+def softmax_rows(x, o, rows, n):
+    """:func:`.plan_rows.softmax_rows`, its rows over the calling thread's Numba team when it has
+    more than one thread and the rows at least :data:`PAR_MACS` / :data:`SOFTMAX_WORK` elements."""
+    nt = _threads()
+    if nt > 1 and rows > 1 and rows * n * SOFTMAX_WORK >= PAR_MACS:
+        _softmax_par(x.ctypes.data, o.ctypes.data, rows, n, nt)
+    else:
+        softmax_serial(x, o, rows, n)
+    return 0
+

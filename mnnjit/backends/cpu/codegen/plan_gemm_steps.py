@@ -45,7 +45,16 @@ PAR_MACS = 1 << 17
 #: kernel with one of at least :data:`PAR_MACS` uses threads (its runner says so: ``threaded``).
 MACS_ATTR = "gemm_macs"
 
+#: Multiply-adds one element of a row softmax counts as against :data:`PAR_MACS` (its exp, max,
+#: sum and scaling: attention's softmax over [heads, 128, 128] runs on the team too).
+SOFTMAX_WORK = 4
+
 _ACT = {"": 0, "relu": 1, "relu6": 2}
+
+
+def note_work(w: Any, macs: int) -> None:
+    """Record a step of ``macs`` multiply-adds (or their equivalent) that may run on the team."""
+    setattr(w, MACS_ATTR, max(getattr(w, MACS_ATTR, 0), macs))
 
 
 def _need(w: Any, m: int, k: int, macs: int = 0) -> None:

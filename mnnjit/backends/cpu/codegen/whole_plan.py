@@ -60,7 +60,7 @@ MAX_PLAN_STEPS = 20000
 NARROW = 16
 
 #: Part of every generated source: bump it when the generated code or the helpers it calls change.
-PLAN_KERNEL_VERSION = 13
+PLAN_KERNEL_VERSION = 14
 
 #: Constants in the blob start at multiples of this many elements (64-byte lines).
 _ALIGN = 16
@@ -344,6 +344,7 @@ def _softmax(w: _Writer, node: Any, ins: tuple, out: int) -> None:
     xn = w.value(ins[0])
     o = w.fresh(out, node.size)
     if inner == 1:  # over the last axis (attention's): rows on the compiled helper
+        plan_gemm_steps.note_work(w, outer * n * plan_gemm_steps.SOFTMAX_WORK)
         w.emit(f"softmax_rows({xn}, {o}, {outer}, {n})")
         return
     p, r, t = w.idx(), w.idx(), w.idx()
@@ -694,7 +695,7 @@ def kernel({args}):
 
 #: What a kernel with GEMM steps imports (only those: the GEMM module loads the micro-kernels).
 _GEMM_IMPORT = ("from mnnjit.backends.cpu.codegen.plan_gemm import patch_im2col\n"
-                "from mnnjit.backends.cpu.codegen.plan_gemm_par import gemm as gemm_f32, gemm_batched")
+                "from mnnjit.backends.cpu.codegen.plan_gemm_par import gemm as gemm_f32, gemm_batched, softmax_rows")
 
 #: A line of a step that stays in the kernel: its value's workspace piece, output argument or view.
 _SETUP = re.compile(r"^    [vw]\d+ = (ws\[\d+:\d+\]|o\d+\.reshape\(\d+\)|\w+\[\d+:\d+\])$")
@@ -821,15 +822,17 @@ def plan_source(steps: list, init: list, feed_slots: list, out_slots: list, orde
         # the packed GEMM's scratch (its A panels and tail tiles), shared by every GEMM step
         borrowed += [f"    gs = ws[{ws_size}:{ws_size + gemm_scratch}]"]
         ws_size += gemm_scratch
+    # a product (or softmax) large enough for the team's threads
+    threaded = getattr(w, plan_gemm_steps.MACS_ATTR, 0) >= plan_gemm_steps.PAR_MACS
     if sizes is not None:
         sizes["workspace"] = max(ws_size, 1)
-        sizes["threaded"] = getattr(w, plan_gemm_steps.MACS_ATTR, 0) >= plan_gemm_steps.PAR_MACS
+        sizes["threaded"] = threaded
     body, functions = _outline(w.lines, bounds)
     body = fold_loops(w.head, body)
     if count_calls(body) > MAX_STEPS:
         return None  # the body still this long after folding its loops: too slow to compile
     header = _HEADER
-    if gemm_scratch:
+    if gemm_scratch or threaded:
         header = header.replace("\n\n\n", "\n" + _GEMM_IMPORT + "\n\n\n", 1)
     source = (header.format(version=CODEGEN_VERSION, plan_version=PLAN_KERNEL_VERSION, functions=functions,
                             args=", ".join(names)) + "\n".join(borrowed + w.head + body) + "\n")
