@@ -30,7 +30,7 @@ def test_winograd_on_codes_matches_the_dequantized_conv(n, c, o, h, w, m, pads, 
     rng = np.random.default_rng(c * o + h)
     codes, scale, off = _codes(rng, o, c, offset)
     wt = WC.winograd_codes_weights(codes, scale, off, m)
-    assert wt.nbytes == wt.codes.nbytes + 8 * o and wt.codes.nbytes < 9 * c * (o + 6)
+    assert wt.nbytes == wt.codes.nbytes + 8 * o and wt.codes.nbytes < 9 * (c + 4) * (o + 6)
     bias = rng.standard_normal(o).astype(np.float32)
     dt = np.float16 if half else np.float32
     x = rng.standard_normal((n, c, h, w)).astype(dt)

@@ -10,10 +10,11 @@ micro-kernel, then apply ``M[p, o] = scale[o] * Mq[p, o] + offset[o] * gsum[p] *
 before the output transform: the result equals the float Winograd convolution of the
 dequantized weights within float rounding.
 
-Codes are kept tap-major and packed like the micro-kernel's panels (``[9, npanel * C * MR]``:
-tap ``t = 3*ky + kx`` of channel ``c`` of row ``r`` of panel ``q`` at ``(q*C + c)*MR + r``), so a
-group of panels transforms with straight vector loops (int8 widening, the separable ``G`` passes)
-into panels the GEMM reads as they are. A group of panels is transformed into a scratch of about
+Codes are kept tap-major and packed like the micro-kernel's panels (``[9, npanel * Cp * MR]``,
+``Cp`` = C rounded up to a multiple of 4: tap ``t = 3*ky + kx`` of channel ``c`` of row ``r`` of
+panel ``q`` at ``(q*Cp + c)*MR + r``), so a group of panels transforms eight values at a time in
+registers (int8 widening, the separable ``G`` passes: an LLVM intrinsic) into panels the GEMM
+reads as they are. A group of panels is transformed into a scratch of about
 :data:`_U_BYTES` and its GEMMs run on it while it is in L2; the input transform ``V``, the GEMMs,
 the output transform and the scatter are the float kernel's (:mod:`.winograd`).
 
@@ -40,8 +41,6 @@ __all__ = ["WinogradCodes", "winograd_codes_weights", "winograd_codes_conv3x3",
 
 #: transformed-weight scratch per group of panels (the group's GEMMs read it from L2)
 _U_BYTES = 256 * 1024
-#: values of a panel group transformed per pass (the passes' rows stay in L1)
-_LB = 256
 
 
 def _check_g(m: int) -> None:
@@ -60,42 +59,6 @@ _check_g(2)
 _check_g(4)
 
 
-@njit(inline="always")
-def _pair(x0, x1, x2, hp, hm, e, f, g, n):
-    """hp, hm = (e*x0 + f*x2) +- g*x1 (``n`` values). Every loop of the transform writes at
-    most two rows and reads at most three: LLVM vectorises a loop only when it needs at most 8
-    run-time overlap checks between the arrays it reads and writes."""
-    for i in range(n):
-        s = e * x0[i] + f * x2[i]
-        t = g * x1[i]
-        hp[i] = s + t
-        hm[i] = s - t
-
-
-@njit(inline="always")
-def _scaled(src, dst, g, n):
-    """dst = g * src (``n`` values; int8 codes or float32 in, float32 out)."""
-    for i in range(n):
-        dst[i] = np.float32(src[i]) * g
-
-
-@njit(inline="always")
-def _g_rows(x0, x1, x2, h0, h1, h2, h3, h4, h5, m, n):
-    """h_j = sum_x G[j, x] * x_x for j < m + 2 (float32 rows of ``n`` values; ``h0`` may be
-    ``x0`` itself: G's first row is [1, 0, 0]). The second argument of each pair is G[j, 1]."""
-    if m == 2:
-        half = np.float32(0.5)
-        _pair(x0, x1, x2, h1, h2, half, half, half, n)
-        _scaled(x2, h3, np.float32(1.0), n)
-    else:
-        sixth = np.float32(1.0 / 6.0)
-        _pair(x0, x1, x2, h1, h2, sixth, sixth, sixth, n)
-        _pair(x0, x1, x2, h3, h4, sixth, np.float32(1.0 / 24.0), np.float32(1.0 / 12.0), n)
-        _scaled(x2, h5, np.float32(0.25), n)
-    if h0.ctypes.data != x0.ctypes.data:
-        _scaled(x0, h0, np.float32(1.0), n)
-
-
 _F32 = ir.FloatType()
 _V8 = ir.VectorType(_F32, 8)
 _V8I8 = ir.VectorType(ir.IntType(8), 8)
@@ -104,7 +67,8 @@ _I64 = ir.IntType(64)
 
 
 def _g_ir(builder: ir.IRBuilder, x0, x1, x2, m: int) -> list:
-    """IR of :func:`_g_rows` on ``<8 x float>`` values (the same operations in the same order)."""
+    """``h_j = sum_x G[j, x] * x_x`` for ``j < m + 2`` on ``<8 x float>`` values (G's rows
+    ``[1, 0, 0]``, pairs ``(e, +-f, h)`` sharing ``e*x0 + h*x2``, ``[0, 0, g]``)."""
     def k(v):
         return ir.Constant(_V8, [float(np.float32(v))] * 8)
     if m == 2:
@@ -122,9 +86,8 @@ def _g_ir(builder: ir.IRBuilder, x0, x1, x2, m: int) -> list:
 def _make_gtf(m: int):
     """An intrinsic ``gtf(codes, ldc, u, ldu, n)``: ``u[p*ldu + l] = (G code G^T)[p]`` for
     ``l < n`` (a multiple of 8), the 9 taps of value ``l`` at ``codes[t*ldc + l]`` (int8). Eight
-    values at a time in registers: 9 loads, the two separable passes, ``(m+2)^2`` stores (the
-    loop-vectorised passes of :func:`_transform_codes` write and re-read their rows, and take
-    ~4x longer)."""
+    values at a time in registers: 9 loads, the two separable passes, ``(m+2)^2`` stores
+    (numba loops over rows, writing and re-reading each pass's rows, took ~4x longer)."""
     a = m + 2
 
     def typer(typingctx, c_i, ldc, u_i, ldu, n):
@@ -171,44 +134,15 @@ _gtf4 = intrinsic(_make_gtf(4))
 
 
 @njit(inline="always")
-def _transform_fast(codes, l0, l1, m, uscr, hbuf):
-    """:func:`_transform_codes` with the whole multiples of 8 values in registers (``_gtf*``)
-    and only the last ``(l1 - l0) % 8`` through the row passes."""
-    n8 = (l1 - l0) // 8 * 8
-    if n8 > 0:
-        cp = codes.ctypes.data + l0
-        up = uscr.ctypes.data
-        if m == 2:
-            _gtf2(cp, codes.strides[0], up, uscr.strides[0] // 4, n8)
-        else:
-            _gtf4(cp, codes.strides[0], up, uscr.strides[0] // 4, n8)
-    if l0 + n8 < l1:
-        _transform_codes(codes, l0 + n8, l1, m, uscr[:, n8:], hbuf)
-
-
-@njit(inline="always")
-def _transform_codes(codes, l0, l1, m, uscr, hbuf):
+def _transform(codes, l0, l1, m, uscr):
     """uscr[p, l - l0] = (G code G^T)[p] for the packed code values l0 <= l < l1 (``codes``
-    [9, *] int8, ``uscr`` [a*a, >= l1 - l0] float32, ``hbuf`` [3, a + 2, _LB] float32: the
-    first pass's rows, then two rows of widened codes)."""
-    a = m + 2
-    one = np.float32(1.0)
-    for c0 in range(l0, l1, _LB):
-        n = min(_LB, l1 - c0)
-        u0 = c0 - l0
-        for y in range(3):
-            hy = hbuf[y]
-            # widened codes: x0 straight into h0 (G[0] = [1, 0, 0]), x1 and x2 into spare rows
-            _scaled(codes[3 * y, c0:c0 + n], hy[0], one, n)
-            _scaled(codes[3 * y + 1, c0:c0 + n], hy[a], one, n)
-            _scaled(codes[3 * y + 2, c0:c0 + n], hy[a + 1], one, n)
-            _g_rows(hy[0], hy[a], hy[a + 1], hy[0], hy[1], hy[2], hy[3], hy[min(4, a - 1)],
-                    hy[a - 1], m, n)
-        for j in range(a):
-            _g_rows(hbuf[0, j], hbuf[1, j], hbuf[2, j],
-                    uscr[j, u0:u0 + n], uscr[a + j, u0:u0 + n], uscr[2 * a + j, u0:u0 + n],
-                    uscr[3 * a + j, u0:u0 + n], uscr[min(4, a - 1) * a + j, u0:u0 + n],
-                    uscr[(a - 1) * a + j, u0:u0 + n], m, n)
+    [9, *] int8, ``uscr`` [a*a, >= l1 - l0] float32; l1 - l0 a multiple of 8: panels of a
+    multiple of 4 channels)."""
+    cp = codes.ctypes.data + l0
+    if m == 2:
+        _gtf2(cp, codes.strides[0], uscr.ctypes.data, uscr.strides[0] // 4, l1 - l0)
+    else:
+        _gtf4(cp, codes.strides[0], uscr.ctypes.data, uscr.strides[0] // 4, l1 - l0)
 
 
 @njit(inline="always")
@@ -225,8 +159,8 @@ def _k_wino_codes(x, codes, scale, offset, gsum, has_off, bias, out, m, pt, pl, 
     """:func:`.winograd._k_wino` on codes: per task (image, tile block, block of output
     channels), V as there, then per group of ``GQ`` panels the codes' transform into a scratch
     and the group's GEMMs, then the scale/offset of every channel on M, the output transform and
-    the scatter. ``ws`` rows: the float kernel's workspace (``base`` floats) then U's scratch,
-    the transform passes' rows and ``gsum[p] * sum_c V[p, c, t]``."""
+    the scatter. ``ws`` rows: the float kernel's workspace (``base`` floats) then U's scratch and
+    ``gsum[p] * sum_c V[p, c, t]``."""
     N, C, H, W = x.shape
     O, OH, OW = out.shape[1], out.shape[2], out.shape[3]
     a = m + 2
@@ -238,7 +172,7 @@ def _k_wino_codes(x, codes, scale, offset, gsum, has_off, bias, out, m, pt, pl, 
     ntask = N * ntb * nob
     nchunk = ws.shape[0]
     TP = _padded(T)
-    KQ = C * MR                     # packed code values per panel and tap
+    KQ = (C + 3) // 4 * 4 * MR      # packed code values per panel and tap (channels padded to 4)
     for ch in prange(nchunk):
         w0 = ws[ch]
         w = w0[line_offset(w0):]
@@ -246,9 +180,7 @@ def _k_wino_codes(x, codes, scale, offset, gsum, has_off, bias, out, m, pt, pl, 
         ux = ux[line_offset(ux):]
         LD = _u_stride(GQ * KQ)
         uscr = ux[:P * LD].reshape((P, LD))
-        hl = 3 * (a + 2) * _LB
-        hbuf = ux[P * LD:P * LD + hl].reshape((3, a + 2, _LB))
-        vsum = ux[P * LD + hl:P * LD + hl + P * TP].reshape((P, TP))
+        vsum = ux[P * LD:P * LD + P * TP].reshape((P, TP))
         last = -1
         zbias = np.zeros(MR, np.float32)
         btile = np.empty((C, NR), np.float32)
@@ -300,13 +232,14 @@ def _k_wino_codes(x, codes, scale, offset, gsum, has_off, bias, out, m, pt, pl, 
             q1 = (o0 + no + MR - 1) // MR
             for qg in range(q0, q1, GQ):
                 qe = min(q1, qg + GQ)
-                _transform_fast(codes, qg * KQ, qe * KQ, m, uscr, hbuf)
-                r0 = (qg - q0) * MR
-                rows = min((qe - qg) * MR, no - r0)
+                _transform(codes, qg * KQ, qe * KQ, m, uscr)
                 for p in range(P):
-                    gemm_panels(uscr[p], rows, C, v[p], nb,
-                                mbuf[(p * no + r0) * TP:(p * no + r0 + rows) * TP], TP, zbias,
-                                btile, ctile)
+                    for q in range(qg, qe):
+                        r0 = (q - q0) * MR
+                        rows = min(MR, no - r0)
+                        gemm_panels(uscr[p, (q - qg) * KQ:], rows, C, v[p], nb,
+                                    mbuf[(p * no + r0) * TP:(p * no + r0 + rows) * TP], TP,
+                                    zbias, btile, ctile)
             for o in range(no):
                 s = scale[o0 + o]
                 f = offset[o0 + o]
@@ -323,13 +256,14 @@ def _k_wino_codes(x, codes, scale, offset, gsum, has_off, bias, out, m, pt, pl, 
                 _scatter(ybuf, out, n, o0 + o, bias[o0 + o], act, m, t0, t1, TW, OH, OW, row, res,
                          has_res)
         _keep_alive(w, ws)
-        _keep_alive(uscr, hbuf)
-        _keep_alive(vsum, btile)
+        _keep_alive(uscr, vsum)
+        _keep_alive(ctile, btile)
 
 
 class WinogradCodes:
     """A quantized 3x3 convolution's int8 codes packed for :func:`winograd_codes_conv3x3`:
-    ``codes`` [9, npanel * C * MR] (see the module docstring; rows past ``O`` are zero codes),
+    ``codes`` [9, npanel * Cp * MR] (see the module docstring; ``Cp`` = C rounded up to a multiple
+    of 4, so a panel's values are whole 8-value vectors; padding rows and channels are zero codes),
     ``scale``/``offset`` [O] float32, ``m`` the tile size F(m, 3)."""
 
     def __init__(self, codes: np.ndarray, scale: np.ndarray, offset: np.ndarray, m: int,
@@ -372,21 +306,28 @@ def winograd_codes_weights(codes: np.ndarray, scale: np.ndarray, offset: np.ndar
         raise ValueError(f"winograd_codes_weights: need {O} scales and offsets (one per output "
                          f"channel), got {scale.size} / {offset.size}")
     npanel = -(-O // MR)
-    c4 = np.zeros((npanel * MR, C, 9), np.int8)
-    c4[:O] = codes.reshape(O, C, 9)
-    packed = np.ascontiguousarray(c4.reshape(npanel, MR, C, 9).transpose(3, 0, 2, 1))
-    return WinogradCodes(packed.reshape(9, npanel * C * MR), scale, offset, m, O, C)
+    cp = -(-C // 4) * 4
+    c4 = np.zeros((npanel * MR, cp, 9), np.int8)
+    c4[:O, :C] = codes.reshape(O, C, 9)
+    packed = np.ascontiguousarray(c4.reshape(npanel, MR, cp, 9).transpose(3, 0, 2, 1))
+    return WinogradCodes(packed.reshape(9, npanel * cp * MR), scale, offset, m, O, C)
 
 
 def _groups(C: int, m: int) -> int:
     """Panels transformed per group: U's scratch near :data:`_U_BYTES`, at least one panel."""
-    return max(1, _U_BYTES // (4 * (m + 2) ** 2 * C * MR))
+    return max(1, _U_BYTES // (4 * (m + 2) ** 2 * _kq(C)))
+
+
+def _kq(C: int) -> int:
+    """Packed code values per panel and tap: channels padded to a multiple of 4."""
+    return -(-C // 4) * 4 * MR
 
 
 def _extra_floats(C: int, OB: int, T: int, m: int) -> int:
+    """Floats per workspace row after the float kernel's: U's scratch, sum_c V (offsets)."""
     a = m + 2
     gq = min(_groups(C, m), -(-OB // MR))
-    return a * a * _u_stride.py_func(gq * C * MR) + 3 * (a + 2) * _LB + a * a * _padded.py_func(T) + 32
+    return a * a * _u_stride.py_func(gq * _kq(C)) + a * a * _padded.py_func(T) + 32
 
 
 def _plan(N: int, C: int, O: int, OH: int, OW: int, m: int, threads: int):
