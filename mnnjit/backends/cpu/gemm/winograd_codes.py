@@ -3,11 +3,13 @@
 
 The weight of output channel ``o`` is ``w = code * scale[o] + offset[o]`` (per-channel 8-bit
 quantization). ``G`` is linear, so per position ``p``
-``U[p, o, c] = scale[o] * Uq[p, o, c] + offset[o] * gsum[p]`` with ``Uq = G code G^T`` (the
-transform of the integer codes) and ``gsum[p]`` the transform of an all-ones 3x3 kernel. The
+``U[p, o, c] = scale[o] * f[p] * Uq[p, o, c] + offset[o] * gsum[p]`` with ``Uq = Gi code Gi^T``
+(``G = diag(g) Gi``, ``Gi`` integer: the transform of the codes is exact, adds only),
+``f[p] = g[i] g[j]`` and ``gsum[p]`` the transform of an all-ones 3x3 kernel. The
 tasks transform codes only (``Uq``), run the Winograd GEMMs ``Mq[p] = Uq[p] @ V[p]`` on the
-micro-kernel, then apply ``M[p, o] = scale[o] * Mq[p, o] + offset[o] * gsum[p] * sum_c V[p, c]``
-before the output transform: the result equals the float Winograd convolution of the
+micro-kernel, then apply
+``M[p, o] = scale[o] * f[p] * Mq[p, o] + offset[o] * gsum[p] * sum_c V[p, c]`` before the output
+transform: the result equals the float Winograd convolution of the
 dequantized weights within float rounding.
 
 Codes are kept tap-major and packed like the micro-kernel's panels (``[9, npanel * Cp * MR]``,
@@ -43,14 +45,19 @@ __all__ = ["WinogradCodes", "winograd_codes_weights", "winograd_codes_conv3x3",
 _U_BYTES = 256 * 1024
 
 
+#: ``G = diag(_G_ROW) @ _G_INT``: the transform passes use the integer rows (exact on integer
+#: codes, and cheaper: adds only), the row factors go into the per-position scale of M
+_G_INT = {2: [[1, 0, 0], [1, 1, 1], [1, -1, 1], [0, 0, 1]],
+          4: [[1, 0, 0], [1, 1, 1], [1, -1, 1], [4, 2, 1], [4, -2, 1], [0, 0, 1]]}
+_G_ROW = {2: [1, 1 / 2, 1 / 2, 1], 4: [1, 1 / 6, 1 / 6, 1 / 24, 1 / 24, 1 / 4]}
+
+
 def _check_g(m: int) -> None:
-    """The transform passes below hard-code the structure of ``G`` (rows ``[g, 0, 0]``,
-    ``(e, +-f, e)`` pairs, ``(e, +-f, h)`` pairs, ``[0, 0, g]``); check it against
-    :func:`.winograd.transform_matrices` so a change of interpolation points fails loudly."""
+    """The transform passes below hard-code ``G``'s integer rows (:data:`_G_INT`); check
+    ``diag(_G_ROW) @ _G_INT`` against :func:`.winograd.transform_matrices` so a change of
+    interpolation points fails loudly."""
     _, g, _ = transform_matrices(m)
-    want = {2: [[1, 0, 0], [.5, .5, .5], [.5, -.5, .5], [0, 0, 1]],
-            4: [[1, 0, 0], [1 / 6, 1 / 6, 1 / 6], [1 / 6, -1 / 6, 1 / 6], [1 / 6, 1 / 12, 1 / 24],
-                [1 / 6, -1 / 12, 1 / 24], [0, 0, .25]]}[m]
+    want = np.asarray(_G_ROW[m])[:, None] * np.asarray(_G_INT[m], np.float64)
     if not np.allclose(g, want, rtol=0, atol=1e-12):
         raise RuntimeError(f"winograd_codes: G of F({m},3) changed; update its transform passes")
 
@@ -67,24 +74,19 @@ _I64 = ir.IntType(64)
 
 
 def _g_ir(builder: ir.IRBuilder, x0, x1, x2, m: int) -> list:
-    """``h_j = sum_x G[j, x] * x_x`` for ``j < m + 2`` on ``<8 x float>`` values (G's rows
-    ``[1, 0, 0]``, pairs ``(e, +-f, h)`` sharing ``e*x0 + h*x2``, ``[0, 0, g]``)."""
-    def k(v):
-        return ir.Constant(_V8, [float(np.float32(v))] * 8)
-    if m == 2:
-        s = builder.fadd(builder.fmul(k(0.5), x0), builder.fmul(k(0.5), x2))
-        t = builder.fmul(k(0.5), x1)
-        return [x0, builder.fadd(s, t), builder.fsub(s, t), x2]
-    s1 = builder.fadd(builder.fmul(k(1 / 6), x0), builder.fmul(k(1 / 6), x2))
-    t1 = builder.fmul(k(1 / 6), x1)
-    s2 = builder.fadd(builder.fmul(k(1 / 6), x0), builder.fmul(k(1 / 24), x2))
-    t2 = builder.fmul(k(1 / 12), x1)
-    return [x0, builder.fadd(s1, t1), builder.fsub(s1, t1), builder.fadd(s2, t2),
-            builder.fsub(s2, t2), builder.fmul(k(0.25), x2)]
+    """``h_j = sum_x Gi[j, x] * x_x`` for ``j < m + 2`` on ``<8 x float>`` values, ``Gi`` the
+    integer rows :data:`_G_INT` (pairs ``(e, +-f, h)`` sharing ``e*x0 + h*x2``)."""
+    s1 = builder.fadd(x0, x2)
+    h = [x0, builder.fadd(s1, x1), builder.fsub(s1, x1)]
+    if m == 4:
+        s2 = builder.fadd(builder.fmul(ir.Constant(_V8, [4.0] * 8), x0), x2)
+        t2 = builder.fadd(x1, x1)
+        h += [builder.fadd(s2, t2), builder.fsub(s2, t2)]
+    return h + [x2]
 
 
 def _make_gtf(m: int):
-    """An intrinsic ``gtf(codes, ldc, u, ldu, n)``: ``u[p*ldu + l] = (G code G^T)[p]`` for
+    """An intrinsic ``gtf(codes, ldc, u, ldu, n)``: ``u[p*ldu + l] = (Gi code Gi^T)[p]`` for
     ``l < n`` (a multiple of 8), the 9 taps of value ``l`` at ``codes[t*ldc + l]`` (int8). Eight
     values at a time in registers: 9 loads, the two separable passes, ``(m+2)^2`` stores
     (numba loops over rows, writing and re-reading each pass's rows, took ~4x longer)."""
@@ -154,8 +156,8 @@ def _u_stride(L):
 
 
 @njit(parallel=True, cache=True, error_model="numpy")
-def _k_wino_codes(x, codes, scale, offset, gsum, has_off, bias, out, m, pt, pl, T, OB, GQ, act,
-                  ws, base, res, has_res):
+def _k_wino_codes(x, codes, scale, offset, gsum, pscale, has_off, bias, out, m, pt, pl, T, OB,
+                  GQ, act, ws, base, res, has_res):
     """:func:`.winograd._k_wino` on codes: per task (image, tile block, block of output
     channels), V as there, then per group of ``GQ`` panels the codes' transform into a scratch
     and the group's GEMMs, then the scale/offset of every channel on M, the output transform and
@@ -245,13 +247,14 @@ def _k_wino_codes(x, codes, scale, offset, gsum, has_off, bias, out, m, pt, pl, 
                 f = offset[o0 + o]
                 for p in range(P):
                     mo = mm[p, o]
+                    sp = s * pscale[p]
                     if has_off:
                         vs = vsum[p]
                         for t in range(nb):
-                            mo[t] = mo[t] * s + f * vs[t]
+                            mo[t] = mo[t] * sp + f * vs[t]
                     else:
                         for t in range(nb):
-                            mo[t] *= s
+                            mo[t] *= sp
                 _output_tf(mm, o, m, nb, hb, ybuf)
                 _scatter(ybuf, out, n, o0 + o, bias[o0 + o], act, m, t0, t1, TW, OH, OW, row, res,
                          has_res)
@@ -274,6 +277,8 @@ class WinogradCodes:
         _, g, _ = transform_matrices(m)
         rs = g.sum(axis=1)
         self.gsum = np.outer(rs, rs).reshape(-1).astype(np.float32)
+        #: per position: the row factors of G the transform of the codes leaves out
+        self.pscale = np.outer(_G_ROW[m], _G_ROW[m]).reshape(-1).astype(np.float32)
 
     @property
     def nbytes(self) -> int:
@@ -402,7 +407,7 @@ def winograd_codes_conv3x3(x: np.ndarray, wt: WinogradCodes, bias: Optional[np.n
     else:
         ws = np.empty((nchunk, full), np.float32)
     so = storage_view(out)
-    args = (storage_view(np.ascontiguousarray(x)), wt.codes, wt.scale, wt.offset, wt.gsum,
+    args = (storage_view(np.ascontiguousarray(x)), wt.codes, wt.scale, wt.offset, wt.gsum, wt.pscale,
             wt.has_offset, b, so, wt.m, pads[0], pads[2], T, OB, gq, _act_code(act), ws, size,
             so if res is None else storage_view(np.ascontiguousarray(res)), res is not None)
     if launch_only:
