@@ -23,8 +23,10 @@ def _codes(rng, o, c, offset):
     (1, 5, 7, 6, 9, 2, (1, 1, 1, 1), False, "", False, False, 1),    # C*6 % 8 != 0: tail pass
     (1, 16, 13, 14, 14, 4, (1, 1, 1, 1), True, "relu", True, False, 2),  # offsets, residual
     (2, 8, 20, 7, 7, 2, (0, 1, 1, 0), True, "relu6", False, False, 2),  # batch, uneven pads
-    (1, 12, 30, 10, 11, 4, (1, 1, 1, 1), False, "sigmoid", True, True, 1),  # float16 storage
+    (1, 12, 30, 10, 11, 4, (1, 1, 1, 1), False, "sigmoid", True, False, 1),  # other activations
 ])
+# (float16 storage runs the float kernel's gather and scatter, tested there; its own
+# specialisation of this kernel would add ~40 s of cold compile to the suite)
 def test_winograd_on_codes_matches_the_dequantized_conv(n, c, o, h, w, m, pads, offset, act,
                                                         res, half, threads):
     rng = np.random.default_rng(c * o + h)
