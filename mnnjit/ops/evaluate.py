@@ -64,6 +64,13 @@ def _run(order: list[Node], users: dict[int, int], keep: set, values: dict) -> N
         args = [values[id(i)] for i in node.inputs]
         out = _compute(node, args)
         values[id(node)] = out
+        if node.dtype is None and id(node) not in keep:
+            # a multi-output node (svd, unique, ...): its outputs are read one by one, each read
+            # would compute it again; its arrays are cached read-only, as values are
+            for o in out:
+                if isinstance(o, np.ndarray):
+                    o.flags.writeable = False
+            node.value = out
         for inp in node.inputs:
             k = id(inp)
             users[k] -= 1

@@ -104,3 +104,20 @@ def test_replaced_references_leave_the_route(monkeypatch):
     monkeypatch.setattr(executor, "_UFUNCS", {})
     executor._init_ufuncs()
     assert "add" not in executor._UFUNCS and "mul" in executor._UFUNCS
+
+
+def test_multi_output_nodes_compute_once_for_all_their_outputs(monkeypatch):
+    """Reading the outputs of a multi-output op (svd) one by one computes the op once."""
+    from mnnjit.ops import registry
+    import dataclasses
+    od = registry.get("svd")
+    calls = []
+
+    def counted(xs, at):
+        calls.append(1)
+        return od.ref(xs, at)
+    monkeypatch.setitem(registry._REGISTRY, "svd", dataclasses.replace(od, ref=counted))
+    a0 = np.random.default_rng(4).standard_normal((5, 5)).astype(np.float32)
+    u, s, vh = [p.read() for p in jnp.linalg.svd(jnp.array(a0))]
+    assert len(calls) == 1
+    np.testing.assert_allclose((u * s) @ vh, a0, atol=1e-4)
