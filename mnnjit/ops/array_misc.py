@@ -96,7 +96,22 @@ def _tile_infer(inputs, attrs):
     return tuple(d * r for d, r in zip(inputs[0].shape, attrs["reps"])), inputs[0].dtype
 
 
-register(OpDef("tile", "opaque", _tile_infer, lambda xs, at: np.tile(xs[0], at["reps"]), mnn_type="Tile"))
+def _tile_ref(xs, at):
+    """``np.tile`` as one broadcast assignment into the result viewed as (rep0, dim0, rep1, dim1, ...):
+    numpy's tile repeats through ``ndarray.repeat``, which copies a read-only input (every graph
+    value) first."""
+    x = np.asarray(xs[0])
+    reps = tuple(int(r) for r in at["reps"])
+    nd = max(len(reps), x.ndim)
+    reps = (1,) * (nd - len(reps)) + reps
+    shape = (1,) * (nd - x.ndim) + x.shape
+    out = np.empty(tuple(r * d for r, d in zip(reps, shape)), x.dtype)
+    if out.size:
+        out.reshape([v for rd in zip(reps, shape) for v in rd])[...] = x.reshape([v for d in shape for v in (1, d)])
+    return out
+
+
+register(OpDef("tile", "opaque", _tile_infer, _tile_ref, mnn_type="Tile"))
 
 
 def _repeat_infer(inputs, attrs):
