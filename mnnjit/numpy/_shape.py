@@ -392,6 +392,8 @@ _PAD_MODES = ("constant", "edge", "reflect", "symmetric", "wrap", "maximum", "mi
 
 
 def _pad_widths(pad_width: Any, nd: int) -> tuple[tuple[int, int], ...]:
+    if type(pad_width) is int and pad_width >= 0:     # one width for every edge (the common call)
+        return ((pad_width, pad_width),) * nd
     if isinstance(pad_width, Var):
         pad_width = pad_width.read_view()
     pw = _np.asarray(pad_width)
@@ -430,10 +432,11 @@ def pad(array: Any, pad_width: Any, mode: str = "constant", constant_values: Any
     value = constant_values if mode == "constant" else end_values
     if isinstance(value, Var):
         value = value.read_view()
-    v = _np.asarray(value)
-    if v.size != 1:
-        raise NotImplementedError("pad: only a single constant value is supported (one for all edges)")
-    value = v.item()
+    if type(value) is not int and type(value) is not float:
+        v = _np.asarray(value)
+        if v.size != 1:
+            raise NotImplementedError("pad: only a single constant value is supported (one for all edges)")
+        value = v.item()
     if mode == "mean" and n.dtype.kind != "f":
         pass
     if all(b == 0 and e == 0 for b, e in pads):
