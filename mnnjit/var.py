@@ -173,6 +173,12 @@ class Var:
             packed = self._packed().ravel()
             return np.array(packed[: node.size].reshape(node.shape))
         if op in _VIEW_OPS:
+            if op == "reshape" or op == "transpose":    # of a known value: copied at once (no read-only view)
+                sv = node.inputs[0].value
+                if type(sv) is np.ndarray:
+                    if op == "reshape":
+                        return sv.reshape(node.attrs["shape"]).copy()
+                    return np.array(sv.transpose(node.attrs["perm"]))
             return _copy_out(self._user_value()[0])
         v = node._value
         if v is None:
