@@ -150,8 +150,9 @@ _softmax_par = types.ExternalFunction(SOFTMAX_SYMBOL, _ROWS_SIG)
 def gemm(a, ta, m, k, b, bpk, n, c, bias, bmode, act, scratch):
     """:func:`.plan_gemm.gemm`, on the calling thread's Numba team when it has more than one
     thread and the product at least :data:`PAR_MACS` multiply-adds and two column blocks."""
-    nt = _threads()
-    if nt > 1 and n >= 2 * NR and m * n * k >= PAR_MACS:
+    # (the size first: a small product reads no thread count)
+    nt = _threads() if n >= 2 * NR and m * n * k >= PAR_MACS else 1
+    if nt > 1:
         _par(a.ctypes.data, a.size, ta, m, k, b.ctypes.data, b.size, 1 if bpk else 0, n,
              c.ctypes.data, c.size, bias.ctypes.data, bias.size, bmode, act, 0, nt)
     else:
@@ -164,9 +165,9 @@ def gemm(a, ta, m, k, b, bpk, n, c, bias, bmode, act, scratch):
 def gemm_batched(a, m, k, b, n, c, nb, scratch):
     """:func:`.plan_gemm.gemm_batched`, its batches over the calling thread's Numba team when it
     has more than one thread and the batches at least :data:`PAR_MACS` multiply-adds."""
-    nt = _threads()
+    nt = _threads() if nb > 1 and nb * m * n * k >= PAR_MACS else 1
     ap, bp, cp, sp = a.ctypes.data, b.ctypes.data, c.ctypes.data, scratch.ctypes.data
-    if nt > 1 and nb > 1 and nb * m * n * k >= PAR_MACS:
+    if nt > 1:
         _par(ap, a.size, 0, m, k, bp, b.size, 0, n, cp, c.size, sp, scratch.size, 0, 0, nb, nt)
     else:
         for q in range(nb):
@@ -179,8 +180,8 @@ def gemm_batched(a, m, k, b, n, c, nb, scratch):
 def softmax_rows(x, o, rows, n):
     """:func:`.plan_rows.softmax_rows`, its rows over the calling thread's Numba team when it has
     more than one thread and the rows at least :data:`PAR_MACS` / :data:`SOFTMAX_WORK` elements."""
-    nt = _threads()
-    if nt > 1 and rows > 1 and rows * n * SOFTMAX_WORK >= PAR_MACS:
+    nt = _threads() if rows > 1 and rows * n * SOFTMAX_WORK >= PAR_MACS else 1
+    if nt > 1:
         _softmax_par(x.ctypes.data, o.ctypes.data, rows, n, nt)
     else:
         softmax_serial(x, o, rows, n)

@@ -36,14 +36,19 @@ MIN_MACS = 1 << 13
 #: [17, 12] @ [12, 17] (a tiny ViT's attention) ran at ~2 GFLOP/s, the GEMM call several times that.
 MIN_BATCH_MACS = 1 << 9
 
-#: Products (m * n * k, all batches together) from this size run on the calling thread's Numba
-#: team when it has more than one thread (:mod:`.plan_gemm_par`): below it, waking the team and
-#: packing A once per thread cost more than the second core saves.
+#: Products (m * n * k, all batches together) from this size call the C functions of
+#: :mod:`.plan_gemm_par` by symbol, which run them on the calling thread's Numba team when it has
+#: more than one thread (below it, waking the team and packing A once per thread cost more than
+#: the second core saves). Smaller ones call the GEMM's code linked into the kernel, which LLVM
+#: specialises to the step's sizes (an 8-token transformer layer's twelve products ran 1.4 us
+#: slower per forward through the shared C function). A kernel whose products are all this large
+#: compiles without a copy of the GEMM (a 2-layer transformer: 51 -> 12 s on an empty cache).
 PAR_MACS = 1 << 17
 
 #: The writer attribute holding the largest product (multiply-adds) of the kernel's GEMM steps: a
 #: kernel with one of at least :data:`PAR_MACS` uses threads (its runner says so: ``threaded``).
 MACS_ATTR = "gemm_macs"
+
 
 #: Multiply-adds one element of a row softmax counts as against :data:`PAR_MACS` (its exp, max,
 #: sum and scaling: attention's softmax over [heads, 128, 128] runs on the team too).
@@ -95,7 +100,8 @@ def matmul_ex(w: Any, node: Any, ins: tuple, out: int) -> bool:
         bname, bpk = w.value(ins[1]), False
     o = w.fresh(out, m * n)
     _need(w, m, k, m * n * k)
-    w.emit(f"gemm_f32({an}, {int(ta)}, {m}, {k}, {bname}, {bpk}, {n}, {o}, {bias}, {bmode}, {act}, gs)")
+    fn = "gemm_linked" if m * n * k < PAR_MACS else "gemm_f32"
+    w.emit(f"{fn}({an}, {int(ta)}, {m}, {k}, {bname}, {bpk}, {n}, {o}, {bias}, {bmode}, {act}, gs)")
     return True
 
 
@@ -115,7 +121,8 @@ def batched_matmul(w: Any, node: Any, ins: tuple, out: int) -> bool:
     an, bn = w.value(ins[0]), w.value(ins[1])
     o = w.fresh(out, int(node.size))
     _need(w, m, k, nb * m * n * k)
-    w.emit(f"gemm_batched({an}, {m}, {k}, {bn}, {n}, {o}, {nb}, gs)")
+    fn = "gemm_batched_linked" if nb * m * n * k < PAR_MACS else "gemm_batched"
+    w.emit(f"{fn}({an}, {m}, {k}, {bn}, {n}, {o}, {nb}, gs)")
     return True
 
 
@@ -156,6 +163,7 @@ def patch_conv(w: Any, node: Any, ins: tuple, out: int) -> bool:
     t = w.idx()
     w.emit(f"for {t} in range({nimg}):")
     w.emit(f"patch_im2col({xn}[{t} * {c * h * wd}:({t} + 1) * {c * h * wd}], {c}, {h}, {wd}, {kh}, {kw}, {col})", 1)
-    w.emit(f"gemm_f32({wn}, 2, {o_ch}, {kk}, {col}, False, {npix}, "
+    fn = "gemm_linked" if o_ch * npix * kk < PAR_MACS else "gemm_f32"
+    w.emit(f"{fn}({wn}, 2, {o_ch}, {kk}, {col}, False, {npix}, "
            f"{o}[{t} * {o_ch * npix}:({t} + 1) * {o_ch * npix}], {bias}, {bmode}, {act}, gs)", 1)
     return True

@@ -60,7 +60,7 @@ MAX_PLAN_STEPS = 20000
 NARROW = 16
 
 #: Part of every generated source: bump it when the generated code or the helpers it calls change.
-PLAN_KERNEL_VERSION = 14
+PLAN_KERNEL_VERSION = 17
 
 #: Constants in the blob start at multiples of this many elements (64-byte lines).
 _ALIGN = 16
@@ -694,7 +694,8 @@ def kernel({args}):
 
 
 #: What a kernel with GEMM steps imports (only those: the GEMM module loads the micro-kernels).
-_GEMM_IMPORT = ("from mnnjit.backends.cpu.codegen.plan_gemm import patch_im2col\n"
+_GEMM_IMPORT = ("from mnnjit.backends.cpu.codegen.plan_gemm import patch_im2col, gemm as gemm_linked, "
+                "gemm_batched as gemm_batched_linked\n"
                 "from mnnjit.backends.cpu.codegen.plan_gemm_par import gemm as gemm_f32, gemm_batched, softmax_rows")
 
 #: A line of a step that stays in the kernel: its value's workspace piece, output argument or view.
