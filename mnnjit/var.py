@@ -175,7 +175,8 @@ class Var:
         if op in _VIEW_OPS:
             if op == "reshape" or op == "transpose":    # of a known value: copied at once (no read-only view)
                 sv = node.inputs[0].value
-                if type(sv) is np.ndarray:
+                # (not of memory read() handed out: this Var computes and keeps its own value)
+                if type(sv) is np.ndarray and not sv.flags.writeable:
                     if op == "reshape":
                         return sv.reshape(node.attrs["shape"]).copy()
                     return np.array(sv.transpose(node.attrs["perm"]))
