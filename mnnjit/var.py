@@ -185,7 +185,7 @@ class Var:
         if v is None:
             # (references to the node: ``self._node``, the local, getrefcount's argument: when
             # that is all, a fresh result is this Var's alone and is handed out as computed)
-            own = _getrefcount(node) == 3
+            own = _COUNTS_HOLDERS and _getrefcount(node) == 3
             eager = _rt._read_route
             if eager is not None:
                 v = eager(node, own)
@@ -201,7 +201,7 @@ class Var:
             return v
         # the references counted: ``self._node`` and the local ``node`` (+ getrefcount's argument);
         # the node's ``_value`` and the local ``v`` (+ the argument)
-        if _getrefcount(node) == 3 and _take_own_value(v):
+        if _COUNTS_HOLDERS and _getrefcount(node) == 3 and _take_own_value(v):
             return v
         return v.copy()
     def read_as_tuple(self) -> tuple:
@@ -609,6 +609,50 @@ def _movement_view(node: Node, depth: int) -> np.ndarray | None:
 
 
 _getrefcount = sys.getrefcount
+
+
+class _ProbeNode:
+    __slots__ = ("_node", "_value", "base")
+
+
+def _probe_read(holder: _ProbeNode) -> tuple[int, int, int]:
+    """The reference counts ``Var.read`` and ``_take_own_value`` compare, taken the same way (a
+    node held by one attribute and a local, a value held by an attribute, a local and a
+    parameter, a base held by its view and a local)."""
+    node = holder._node
+    at_node = _getrefcount(node)
+    v = node._value
+    return (at_node,) + _probe_take(v)
+
+
+def _probe_take(v: _ProbeNode) -> tuple[int, int]:
+    at_value = _getrefcount(v)
+    base = v.base
+    return at_value, _getrefcount(base)
+
+
+def _counts_holders() -> bool:
+    """Whether this interpreter's reference counts see every holder as ``read()`` expects.
+
+    Handing a value out without a copy relies on exact counts; an interpreter that borrows
+    references for locals or defers counting (free-threaded builds) would give other numbers,
+    and there ``read()`` always copies."""
+    gil = getattr(sys, "_is_gil_enabled", None)
+    if gil is not None and not gil():
+        return False
+    holder = _ProbeNode()
+    holder._node = _ProbeNode()
+    holder._node._value = _ProbeNode()
+    holder._node._value.base = _ProbeNode()
+    alone = _probe_read(holder)
+    extra = (holder._node, holder._node._value, holder._node._value.base)
+    shared = _probe_read(holder)
+    del extra
+    return alone == (3, 4, 3) and shared == (4, 5, 4)
+
+
+#: whether ``read()`` may hand out a value's own memory (see ``_counts_holders``)
+_COUNTS_HOLDERS = _counts_holders()
 
 
 def _take_own_value(v: np.ndarray) -> bool:

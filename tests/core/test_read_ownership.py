@@ -149,3 +149,32 @@ def test_whole_views_of_fresh_arrays_are_handed_out_unless_their_buffer_is_held(
     rz[:] = 9
     np.testing.assert_array_equal(z.read(), [0, 1, 1, 0])
     np.testing.assert_array_equal(held.view(np.int32), [0, 1, 1, 0])
+
+
+def test_read_copies_where_reference_counts_cannot_be_trusted(monkeypatch):
+    """On an interpreter whose counts do not see every holder (``_counts_holders`` False), every
+    ``read()`` is a copy: no write into a result reaches the Var."""
+    import mnnjit.var as var_mod
+    monkeypatch.setattr(var_mod, "_COUNTS_HOLDERS", False)
+    b = _base(jnp) + 1
+    r = b.read()
+    r2 = b.read()
+    assert r.flags.writeable and not np.shares_memory(r, r2)
+    r[0] = 100.0
+    assert b.read().tolist() == [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]
+    assert (b * 2).read().tolist()[0] == 2.0
+
+
+def test_reference_count_probe_matches_this_interpreter():
+    """The probe's verdict agrees with a direct look at a lone node: when it trusts the counts, a
+    fresh result nothing else holds is handed out; a result another Var shares never is."""
+    import mnnjit.var as var_mod
+    b = _base(jnp) + 1
+    first = b.read()
+    if var_mod._COUNTS_HOLDERS:
+        assert np.shares_memory(first, b.read())
+    c = _base(jnp) * 2
+    other = jnp.reshape(c, [6])      # another expression holds c's node
+    rc = c.read()
+    rc[0] = 50.0
+    assert other.read().tolist()[0] == 0.0
