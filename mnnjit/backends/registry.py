@@ -7,6 +7,8 @@ use, so neither ``import mnnjit`` nor the compiler imports a concrete backend: t
 The active backend is, in order: the one a ``using(name)`` block selected on this thread (a
 Module's forward runs inside one, with its RuntimeManager's backend), else the process default
 (:func:`set_default`: ``expr.set_global_executor_config``'s backend, ``MNNJIT_BACKEND``), else the CPU.
+``MNNJIT_BACKEND`` is read at import and again by ``set_default(None)`` (every graph asks for the
+active backend, and an environment lookup would cost as much as a small op).
 
 MNN's forward types (``backend`` in a runtime config): 0 CPU, 3 OpenCL, 4 AUTO (a GPU through
 OpenCL when one is found, else the CPU), 5 NN (the NPU delegate bridge). A type with no backend
@@ -42,6 +44,7 @@ _unavailable: dict[str, str] = {}
 _lock = threading.Lock()
 _local = threading.local()
 _default: str | None = None
+_env_backend: str | None = os.environ.get("MNNJIT_BACKEND") or None
 
 
 def backend_class(name: str) -> type[Backend]:
@@ -138,10 +141,13 @@ def _opencl_gpu() -> bool:
 
 
 def set_default(name: str | None) -> None:
-    """Make backend ``name`` the process default (None: back to ``MNNJIT_BACKEND`` or the CPU)."""
-    global _default
+    """Make backend ``name`` the process default (None: back to ``MNNJIT_BACKEND``, read again, or
+    the CPU)."""
+    global _default, _env_backend
     if name is not None and name not in MODULES:
         raise KeyError(f"unknown backend {name!r} (known: {sorted(MODULES)})")
+    if name is None:
+        _env_backend = os.environ.get("MNNJIT_BACKEND") or None
     _default = name
 
 
@@ -152,8 +158,8 @@ def current_name() -> str:
         return name
     if _default is not None:
         return _default
-    env = os.environ.get("MNNJIT_BACKEND")
-    if env:
+    env = _env_backend
+    if env is not None:
         return resolve(env, quiet=True)
     return "cpu"
 
