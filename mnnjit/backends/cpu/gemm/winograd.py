@@ -403,6 +403,63 @@ def _scatter(ybuf, out, n, o, b, act, m, t0, t1, TW, OH, OW, row, res, has_res):
 
 
 # ---------------------------------------------------------------- the kernel
+@njit(inline="always")
+def _launch_geometry(x, out, m, T, OB, ws):
+    """A launch's sizes: x and out dims, a = m + 2, P = a*a transform positions, TW tiles per
+    row, ntile tiles per image, ntb tile blocks of T, nob channel blocks of OB, ntask tasks,
+    nchunk workspace rows (one per thread), TP = T padded to whole lines."""
+    N, C, H, W = x.shape
+    O, OH, OW = out.shape[1], out.shape[2], out.shape[3]
+    a = m + 2
+    TW = (OW + m - 1) // m
+    ntile = ((OH + m - 1) // m) * TW
+    ntb = (ntile + T - 1) // T
+    nob = (O + OB - 1) // OB
+    return (N, C, H, W, O, OH, OW, a, a * a, TW, ntile, ntb, nob, N * ntb * nob, ws.shape[0],
+            _padded(T))
+
+
+@njit(inline="always")
+def _task_coords(task, nob, ntb, T, ntile, OB, O):
+    """Task ``task``'s image n, tile block blk (= n * ntb + block), tiles t0..t1 (nb of them)
+    and output channels o0.. (no of them): channel blocks vary fastest, so consecutive tasks of
+    a chunk share one tile block's V."""
+    blk = task // nob
+    t0 = (blk % ntb) * T
+    t1 = min(ntile, t0 + T)
+    o0 = (task % nob) * OB
+    return blk // ntb, blk, t0, t1, t1 - t0, o0, min(OB, O - o0)
+
+
+@njit(inline="always")
+def _task_views(w, end, P, C, OB, TP, T, no, nb, a, m, TW):
+    """One task's views of its chunk's workspace ``w[:end]``: V [P, C, TP], M's rows (flat and
+    [P, no, TP]), the gathered tiles and their half transform [a, a, nb], the output tiles
+    [m, m, nb], one padded input row and the rest as the gather plane."""
+    vbuf = w[0:P * C * TP]
+    mbuf = w[P * C * TP:P * C * TP + P * no * TP]
+    off = P * (C + OB) * TP
+    dbuf = w[off:off + P * nb].reshape((a, a, nb))
+    hbuf = w[off + P * T:off + P * T + P * nb].reshape((a, a, nb))
+    ybuf = w[off + 2 * P * T:off + 2 * P * T + m * m * nb].reshape((m, m, nb))
+    off2 = off + 2 * P * T + m * m * T
+    return (vbuf.reshape((P, C, TP)), mbuf, mbuf.reshape((P, no, TP)), dbuf, hbuf, ybuf,
+            w[off2:off2 + TW * m + 2], w[off2 + TW * m + 2:end])
+
+
+@njit(inline="always")
+def _load_tiles(x, n, C, H, W, m, pt, pl, t0, t1, nb, TW, dbuf, hbuf, v, row, plane):
+    """V = the input transform of tiles t0..t1 of image n, every channel."""
+    base = np.empty(nb, np.int32)
+    _tile_bases(t0, t1, TW, m, TW * m + 2, base)
+    for c in range(C):
+        if TW >= _ROW_GATHER_TW:
+            _gather_rows(x, n, c, H, W, m, pt, pl, t0, t1, TW, dbuf, row)
+        else:
+            _gather_idx(x, n, c, H, W, m, pt, pl, t0, t1, TW, dbuf, plane, base)
+        _input_tf(dbuf, hbuf, v, c, m, nb)
+
+
 @njit(parallel=True, cache=True, error_model="numpy")
 def _k_wino(x, u, bias, out, m, pt, pl, T, OB, act, ws, res, has_res):
     """One launch per convolution; see the module docstring. x [N, C, H, W] and out
@@ -411,17 +468,8 @@ def _k_wino(x, u, bias, out, m, pt, pl, T, OB, act, ws, res, has_res):
     thread, allocated once by the caller: fresh multi-MB buffers per call cost page faults).
     Tasks of a chunk sharing a tile block (output-channel blocks of it) reuse its V. With
     ``has_res``: out = act(conv + bias + res), ``res`` shaped like ``out`` (a residual add)."""
-    N, C, H, W = x.shape
-    O, OH, OW = out.shape[1], out.shape[2], out.shape[3]
-    a = m + 2
-    P = a * a
-    TW = (OW + m - 1) // m
-    ntile = ((OH + m - 1) // m) * TW
-    ntb = (ntile + T - 1) // T
-    nob = (O + OB - 1) // OB
-    ntask = N * ntb * nob
-    nchunk = ws.shape[0]
-    TP = _padded(T)
+    N, C, H, W, O, OH, OW, a, P, TW, ntile, ntb, nob, ntask, nchunk, TP = _launch_geometry(
+        x, out, m, T, OB, ws)
     for ch in prange(nchunk):
         # V and M rows of TP >= T values from a 64-byte line boundary: the GEMM's 16-column
         # blocks of them never straddle two lines (a row of 196 or 49 values would)
@@ -432,35 +480,11 @@ def _k_wino(x, u, bias, out, m, pt, pl, T, OB, act, ws, res, has_res):
         btile = np.empty((C, NR), np.float32)
         ctile = np.empty(MR * NR, np.float32)
         for task in range(ch * ntask // nchunk, (ch + 1) * ntask // nchunk):
-            ob = task % nob
-            blk = task // nob               # = n * ntb + tile block
-            tb = blk % ntb
-            n = blk // ntb
-            t0 = tb * T
-            t1 = min(ntile, t0 + T)
-            nb = t1 - t0
-            o0 = ob * OB
-            no = min(OB, O - o0)
-            vbuf = w[0:P * C * TP]
-            mbuf = w[P * C * TP:P * C * TP + P * no * TP]
-            off = P * (C + OB) * TP
-            v = vbuf.reshape((P, C, TP))
-            mm = mbuf.reshape((P, no, TP))
-            dbuf = w[off:off + P * nb].reshape((a, a, nb))
-            hbuf = w[off + P * T:off + P * T + P * nb].reshape((a, a, nb))
-            ybuf = w[off + 2 * P * T:off + 2 * P * T + m * m * nb].reshape((m, m, nb))
-            off2 = off + 2 * P * T + m * m * T
-            row = w[off2:off2 + TW * m + 2]
-            plane = w[off2 + TW * m + 2:]
+            n, blk, t0, t1, nb, o0, no = _task_coords(task, nob, ntb, T, ntile, OB, O)
+            v, mbuf, mm, dbuf, hbuf, ybuf, row, plane = _task_views(w, len(w), P, C, OB, TP, T,
+                                                                    no, nb, a, m, TW)
             if blk != last:
-                base = np.empty(nb, np.int32)
-                _tile_bases(t0, t1, TW, m, TW * m + 2, base)
-                for c in range(C):
-                    if TW >= _ROW_GATHER_TW:
-                        _gather_rows(x, n, c, H, W, m, pt, pl, t0, t1, TW, dbuf, row)
-                    else:
-                        _gather_idx(x, n, c, H, W, m, pt, pl, t0, t1, TW, dbuf, plane, base)
-                    _input_tf(dbuf, hbuf, v, c, m, nb)
+                _load_tiles(x, n, C, H, W, m, pt, pl, t0, t1, nb, TW, dbuf, hbuf, v, row, plane)
                 last = blk
             q0 = o0 // MR
             for p in range(P):

@@ -34,8 +34,8 @@ from numba.extending import intrinsic
 
 from mnnjit.backends.cpu.cnn_steps import _act_code, _keep_alive, _writable, storage_view
 from mnnjit.backends.cpu.gemm.conv import MR, NR, gemm_panels, line_offset
-from mnnjit.backends.cpu.gemm.winograd import (_ROW_GATHER_TW, _gather_idx, _gather_rows, _input_tf,
-                                               _layout, _output_tf, _padded, _scatter, _tile_bases,
+from mnnjit.backends.cpu.gemm.winograd import (_launch_geometry, _layout, _load_tiles, _output_tf,
+                                               _padded, _scatter, _task_coords, _task_views,
                                                transform_matrices)
 
 __all__ = ["WinogradCodes", "winograd_codes_weights", "winograd_codes_conv3x3",
@@ -163,17 +163,8 @@ def _k_wino_codes(x, codes, scale, offset, gsum, pscale, has_off, bias, out, m, 
     and the group's GEMMs, then the scale/offset of every channel on M, the output transform and
     the scatter. ``ws`` rows: the float kernel's workspace (``base`` floats) then U's scratch and
     ``gsum[p] * sum_c V[p, c, t]``."""
-    N, C, H, W = x.shape
-    O, OH, OW = out.shape[1], out.shape[2], out.shape[3]
-    a = m + 2
-    P = a * a
-    TW = (OW + m - 1) // m
-    ntile = ((OH + m - 1) // m) * TW
-    ntb = (ntile + T - 1) // T
-    nob = (O + OB - 1) // OB
-    ntask = N * ntb * nob
-    nchunk = ws.shape[0]
-    TP = _padded(T)
+    N, C, H, W, O, OH, OW, a, P, TW, ntile, ntb, nob, ntask, nchunk, TP = _launch_geometry(
+        x, out, m, T, OB, ws)
     KQ = (C + 3) // 4 * 4 * MR      # packed code values per panel and tap (channels padded to 4)
     for ch in prange(nchunk):
         w0 = ws[ch]
@@ -188,35 +179,11 @@ def _k_wino_codes(x, codes, scale, offset, gsum, pscale, has_off, bias, out, m, 
         btile = np.empty((C, NR), np.float32)
         ctile = np.empty(MR * NR, np.float32)
         for task in range(ch * ntask // nchunk, (ch + 1) * ntask // nchunk):
-            ob = task % nob
-            blk = task // nob
-            tb = blk % ntb
-            n = blk // ntb
-            t0 = tb * T
-            t1 = min(ntile, t0 + T)
-            nb = t1 - t0
-            o0 = ob * OB
-            no = min(OB, O - o0)
-            vbuf = w[0:P * C * TP]
-            mbuf = w[P * C * TP:P * C * TP + P * no * TP]
-            off = P * (C + OB) * TP
-            v = vbuf.reshape((P, C, TP))
-            mm = mbuf.reshape((P, no, TP))
-            dbuf = w[off:off + P * nb].reshape((a, a, nb))
-            hb = w[off + P * T:off + P * T + P * nb].reshape((a, a, nb))
-            ybuf = w[off + 2 * P * T:off + 2 * P * T + m * m * nb].reshape((m, m, nb))
-            off2 = off + 2 * P * T + m * m * T
-            row = w[off2:off2 + TW * m + 2]
-            plane = w[off2 + TW * m + 2:base - 16]
+            n, blk, t0, t1, nb, o0, no = _task_coords(task, nob, ntb, T, ntile, OB, O)
+            v, mbuf, mm, dbuf, hb, ybuf, row, plane = _task_views(w, base - 16, P, C, OB, TP, T,
+                                                                  no, nb, a, m, TW)
             if blk != last:
-                bidx = np.empty(nb, np.int32)
-                _tile_bases(t0, t1, TW, m, TW * m + 2, bidx)
-                for c in range(C):
-                    if TW >= _ROW_GATHER_TW:
-                        _gather_rows(x, n, c, H, W, m, pt, pl, t0, t1, TW, dbuf, row)
-                    else:
-                        _gather_idx(x, n, c, H, W, m, pt, pl, t0, t1, TW, dbuf, plane, bidx)
-                    _input_tf(dbuf, hb, v, c, m, nb)
+                _load_tiles(x, n, C, H, W, m, pt, pl, t0, t1, nb, TW, dbuf, hb, v, row, plane)
                 if has_off:
                     for p in range(P):
                         vs = vsum[p]
