@@ -24,6 +24,7 @@ from .. import graph as graph_mod
 from ..graph import Node, topo_order
 from .. import settings as config
 from ..settings import counters
+from ..ops.fperr import ERR_IGNORE, ERRVAR
 from ..ops.evaluate import compute_node as _compute_node
 from ..ops.evaluate import run_order
 from .fusion import REDUCE_OPS
@@ -97,22 +98,9 @@ def _init_no_hw() -> None:
             _DIRECT.add(name)
 
 
-def _ignore_fp_errors():
-    """A cheap replacement for ``np.errstate(all="ignore")`` on the eager path: numpy keeps its
-    error state in a context variable, so setting it to a prebuilt "ignore all" object and
-    resetting the token is what ``errstate`` does, minus ~1 us of argument handling per call.
-    Falls back to ``np.errstate`` where numpy's internals differ."""
-    try:
-        from numpy._core import _ufunc_config as uc
-        var, ext = uc._extobj_contextvar, uc._make_extobj(all="ignore")
-        tok = var.set(ext)
-        var.reset(tok)
-        return var, ext
-    except Exception:  # other numpy versions: the public context manager
-        return None, None
-
-
-_ERRVAR, _ERR_IGNORE = _ignore_fp_errors()
+#: numpy's error-state context variable and its "ignore all" value (``ops.fperr``; None: not
+#: available, the eager path then uses ``np.errstate``)
+_ERRVAR, _ERR_IGNORE = ERRVAR, ERR_IGNORE
 
 
 _REFS: dict = {}

@@ -9,11 +9,12 @@ import numpy as np
 
 from ..graph import Node, topo_order
 from . import registry
+from .fperr import ignore_errors
 
 
 def compute_node(node: Node, inputs: list) -> np.ndarray | tuple:
     """Run one node's reference implementation on input values and check the result's shape/dtype."""
-    with np.errstate(all="ignore"):
+    with ignore_errors():
         return _compute(node, inputs)
 
 
@@ -48,7 +49,7 @@ def run_order(order: list[Node], roots: list[Node]) -> None:
             users[id(inp)] = users.get(id(inp), 0) + 1
     keep = {id(r) for r in roots}
     values: dict[int, object] = {}
-    with np.errstate(all="ignore"):     # once for the graph, not per node
+    with ignore_errors():     # once for the graph, not per node
         _run(order, users, keep, values)
 
 
