@@ -198,12 +198,19 @@ def fmin(x1: Any, x2: Any, out: Any = None) -> Var:
 
 def divmod(x1: Any, x2: Any, out: Any = None) -> tuple[Var, Var]:  # noqa: A001
     """``(floor_divide(x1, x2), mod(x1, x2))``."""
+    if type(x1) is Var and type(x2) is Var:
+        n1, n2 = x1._node, x2._node
+        if n1.dtype == _np.float32 and n2.dtype == _np.float32 and n1.shape == n2.shape:
+            return _finish_pair(B.make("divmod", [n1, n2]), out)     # one pass for both
     return _finish_pair((B.binary("floordiv", x1, x2), B.binary("mod", x1, x2)), out)
 
 
 def modf(x: Any, out: Any = None) -> tuple[Var, Var]:
     """Fractional and integral parts (both with ``x``'s sign; float32)."""
-    f = var(to_float(x))
+    n = to_float(x)
+    if n.dtype == _np.float32:
+        return _finish_pair(B.make("modf", [n]), out)     # numpy's one pass
+    f = var(n)
     ip = B.unary("trunc", f)
     frac = B.binary("copysign", B.binary("sub", f, ip), f)   # -3.0 -> (-0.0, -3.0)
     frac = B.select(B.unary("isinf", f), B.binary("copysign", 0.0, f), frac)

@@ -32,6 +32,9 @@ Attribute conventions (every ``axis`` is a non-negative int resolved by the fron
                     ``low``, ``high``, ``dtype``: numpy's PCG64 Generator seeded with ``seed``, so a node
                     always produces the same values.
 * ``frexp``         inputs (x float32,); two outputs: mantissa float32, exponent int32.
+* ``modf``          inputs (x float32,); two outputs: fractional and integral parts (float32, x's sign).
+* ``divmod``        inputs (a, b) float32 of one shape; two outputs: floor quotient and floor remainder
+                    (float32), as ``floordiv`` and ``mod`` give them.
 * elementwise float32: ``exp2``, ``logaddexp``, ``logaddexp2`` (numpy's NaN/inf handling).
 * elementwise: ``gcd``, ``lcm`` (int32), ``nextafter``, ``ldexp`` (float32 x, int32 exponent),
                     ``cbrt``, ``signbit`` (int32 0/1); ``i0``, ``spacing`` (opaque: Numba lacks np.i0, and its
@@ -381,6 +384,27 @@ def _frexp_ref(xs, attrs):
 
 
 register(OpDef("frexp", "opaque", _frexp_infer, _frexp_ref, n_out=2))
+
+
+def _pair_f32_infer(inputs, attrs):
+    shape = inputs[0].shape
+    return [(shape, F32), (shape, F32)]
+
+
+def _modf_ref(xs, attrs):
+    with np.errstate(all="ignore"):
+        return np.modf(xs[0])
+
+
+def _divmod_ref(xs, attrs):
+    with np.errstate(all="ignore"):
+        return np.divmod(xs[0], xs[1])
+
+
+# one pass where the front end would build two or more elementwise nodes (numpy's loops compute
+# both results together): float32 only, inputs of one shape
+register(OpDef("modf", "opaque", _pair_f32_infer, _modf_ref, n_out=2))
+register(OpDef("divmod", "opaque", _pair_f32_infer, _divmod_ref, n_out=2))
 
 
 def _bin_same(inputs, attrs):

@@ -69,8 +69,47 @@ def _sort_ref(xs, attrs):
     return out
 
 
+def _quick_argsort(x: np.ndarray, axis: int) -> np.ndarray | None:
+    """Ascending stable sort indices from numpy's default sort (quicksort, ~2x faster than the stable
+    sort on float32), or None where the stable sort is needed. The quicksort's order is the stable
+    one except inside runs of elements comparing equal (and the NaNs, which sort last), where the
+    stable sort keeps input order: those runs (rare in real data) get their indices sorted. 1-D
+    only; other ranks sort stably unless no two elements along ``axis`` compare equal."""
+    if x.dtype.kind not in "iuf" or x.shape[axis] < 2:
+        return None
+    idx = np.argsort(x, axis=axis)
+    if x.ndim != 1:
+        s = np.moveaxis(np.take_along_axis(x, idx, axis), axis, -1)
+        last = s[..., -1]
+        if (last != last).any() or (s[..., 1:] == s[..., :-1]).any():
+            return None
+        return idx
+    s = x[idx]
+    n = s.shape[0]
+    end = n
+    if x.dtype.kind == "f" and s[-1] != s[-1]:     # NaNs, all at the end: input order among them
+        end = int(np.searchsorted(np.isnan(s), True))
+        idx[end:].sort()
+    eq = s[1:end] == s[:end - 1]
+    if eq.any():
+        in_run = np.zeros(end, np.bool_)
+        in_run[1:] = eq
+        in_run[:-1] |= eq
+        pos = np.flatnonzero(in_run)
+        starts = np.ones(pos.shape[0], np.bool_)
+        starts[1:] = ~eq[pos[1:] - 1]
+        run = np.cumsum(starts)
+        sub = idx[pos]
+        idx[pos] = sub[np.lexsort((sub, run))]
+    return idx
+
+
 def _argsort_ref(xs, attrs):
-    return _stable_argsort(xs[0], attrs["axis"], bool(attrs.get("descending"))).astype(np.int32)
+    x, axis = xs[0], attrs["axis"]
+    idx = None if attrs.get("descending") else _quick_argsort(x, axis)
+    if idx is None:
+        idx = _stable_argsort(x, axis, bool(attrs.get("descending")))
+    return idx.astype(np.int32)
 
 
 register(OpDef("sort", "opaque", _same, _sort_ref, mnn_type="TopKV2"))
