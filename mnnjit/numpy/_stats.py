@@ -8,6 +8,7 @@ import numpy as _np
 
 from .._dtypes import F32, I32
 from .._dtypes import as_np_dtype as _as_np_dtype
+from .. import settings as _settings
 from ..ops import build as B
 from ..var import Var
 from ._core import axis_arg, const, finish, flat, is_int, node, scalar_or_var, to_float
@@ -149,6 +150,11 @@ def argmin(a: Any, axis: Any = None, out: Any = None, *, keepdims: bool = False)
 
 def ptp(a: Any, axis: Any = None, out: Any = None, keepdims: bool = False):
     """Range (maximum - minimum) along ``axis``."""
+    n = node(a)
+    if n.size < _settings.threshold():     # one op (above the threshold the nodes below fuse)
+        res = _w(B.make_node("ptp", (n,), {"axes": B.normalize_axes(axis, len(n.shape)),
+                                           "keepdims": bool(keepdims)}))
+        return finish(scalar_or_var(res, axis, keepdims) if out is None else res, out)
     hi = B.reduce("reduce_max", a, axis, keepdims)
     lo = B.reduce("reduce_min", a, axis, keepdims)
     res = B.binary("sub", hi, lo)
@@ -162,7 +168,10 @@ def _count(n, axes: tuple[int, ...]) -> int:
     return c
 
 
-def _var_impl(a: Any, axis: Any, dtype: Any, keepdims: bool, ddof: float, nan: bool) -> Var:
+def _var_impl(a: Any, axis: Any, dtype: Any, keepdims: bool, ddof: float, nan: bool,
+              sqrt: bool | None = None) -> Var:
+    """The variance (``nan``: ignoring NaNs); ``sqrt`` True: its square root (std), False: as it
+    is, None: as it is, the caller taking its square root itself."""
     n = to_float(a)
     if dtype is not None:
         n = B.cast_node(n, _as_np_dtype(dtype))
@@ -177,10 +186,15 @@ def _var_impl(a: Any, axis: Any, dtype: Any, keepdims: bool, ddof: float, nan: b
         ss = B.reduce("reduce_sum", B.unary("square", dev), axes, keepdims)
         c = B.cast(B.reduce("reduce_sum", valid, axes, keepdims), F32)
         return B.binary("div", ss, B.unary("relu", B.binary("sub", c, float(ddof))))
+    denom = _builtin_max(_count(n, axes) - ddof, 0)
+    if sqrt is not None and n.dtype == F32 and n.size < _settings.threshold():
+        # one op (above the threshold the nodes below fuse into compiled kernels)
+        return _w(B.make_node("variance", (n,), {"axes": axes, "keepdims": bool(keepdims),
+                                                 "denom": float(denom), "sqrt": sqrt}))
     m = B.reduce("reduce_mean", x, axes, True)
     ss = B.reduce("reduce_sum", B.unary("square", B.binary("sub", x, m)), axes, keepdims)
-    denom = _builtin_max(_count(n, axes) - ddof, 0)
-    return B.binary("div", ss, float(denom))
+    res = B.binary("div", ss, float(denom))
+    return res if not sqrt else B.unary("sqrt", res)
 
 
 _builtin_max = __builtins__["max"] if isinstance(__builtins__, dict) else __builtins__.max
@@ -190,7 +204,7 @@ def var(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, ddof: floa
         keepdims: bool = False, **kwargs: Any):
     """Variance ``mean((x - mean(x))**2)`` over ``axis`` (float32; Python float for the whole array)."""
     ddof = _ddof("var", ddof, kwargs)
-    res = _var_impl(a, axis, dtype, keepdims, ddof, False)
+    res = _var_impl(a, axis, dtype, keepdims, ddof, False, False)
     return finish(scalar_or_var(res, axis, keepdims) if out is None else res, out)
 
 
@@ -198,7 +212,7 @@ def std(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, ddof: floa
         keepdims: bool = False, **kwargs: Any):
     """Standard deviation over ``axis`` (float32; Python float for the whole array)."""
     ddof = _ddof("std", ddof, kwargs)
-    res = B.unary("sqrt", _var_impl(a, axis, dtype, keepdims, ddof, False))
+    res = _var_impl(a, axis, dtype, keepdims, ddof, False, True)
     return finish(scalar_or_var(res, axis, keepdims) if out is None else res, out)
 
 

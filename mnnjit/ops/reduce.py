@@ -6,7 +6,7 @@ import ctypes
 import numpy as np
 
 from .._dtypes import F32, I32
-from .fperr import call_ignoring
+from .fperr import call_ignoring, ignore_errors
 from .registry import OpDef, register
 
 
@@ -97,3 +97,32 @@ def _arg_ref(np_fn, what):
 
 register(OpDef("argmax", "reduce", _infer(lambda d: I32), _arg_ref(np.argmax, "argmax"), mnn_type="ArgMax"))
 register(OpDef("argmin", "reduce", _infer(lambda d: I32), _arg_ref(np.argmin, "argmin"), mnn_type="ArgMin"))
+
+
+# Composite statistics as one op each, for small arrays (the front end builds them below the
+# compile threshold; above it the elementwise and reduction nodes fuse into compiled kernels).
+# Each reference is the exact numpy sequence the separate nodes' references run, in one call.
+def _variance_ref(xs, attrs):
+    """``var``: reduce_mean (kept dims), sub, square, reduce_sum, div by ``denom`` (float32),
+    then ``sqrt`` when ``attrs["sqrt"]`` (``std``)."""
+    x, axes = xs[0], attrs["axes"]
+    with ignore_errors():
+        d = np.subtract(x, _mean(x, axes, True))
+        d = np.multiply(d, d, out=d) if type(d) is np.ndarray else np.multiply(d, d)   # (0-d: a scalar)
+        out = np.true_divide(_sum(d, axes, attrs["keepdims"]), np.float32(attrs["denom"]))
+        if attrs["sqrt"]:
+            out = np.sqrt(out)
+    return out
+
+
+def _ptp_ref(xs, attrs):
+    """``ptp``: reduce_max minus reduce_min (the empty-axis error of reduce_max)."""
+    x, axes, kd = xs[0], attrs["axes"], attrs["keepdims"]
+    if 0 in x.shape:
+        _check_nonempty(x, axes, "maximum")
+    with ignore_errors():
+        return np.subtract(np.maximum.reduce(x, axis=axes, keepdims=kd), np.minimum.reduce(x, axis=axes, keepdims=kd))
+
+
+register(OpDef("variance", "opaque", _infer(lambda d: d), _variance_ref))
+register(OpDef("ptp", "opaque", _infer(lambda d: d), _ptp_ref))
