@@ -84,6 +84,22 @@ class Node:
         node.live = live
         return node
 
+    @classmethod
+    def built(cls, op: str, inputs: tuple["Node", ...], attrs: dict[str, Any], shape: tuple[int, ...],
+              dtype: np.dtype, fmt: str) -> "Node":
+        """A node of op ``op`` with attributes ``attrs`` whose shape and dtype the caller inferred
+        (the front ends' per-call builds of reductions and movement ops, from a signature cache)."""
+        node = _new_node(cls)
+        node.op, node.inputs, node.attrs, node.shape, node.dtype, node.fmt = op, inputs, attrs, shape, dtype, fmt
+        node.name, node._value, node.stamp = "", None, _write_counter
+        live = False
+        for i in inputs:
+            if i.live:
+                live = True
+                break
+        node.live = live
+        return node
+
     @property
     def value(self) -> np.ndarray | None:
         """The cached value, or None when it is not computed (or stale)."""

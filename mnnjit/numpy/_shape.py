@@ -7,6 +7,7 @@ import numpy as _np
 
 from ..ops import build as B
 from ..ops.build import AxisError
+from ..graph import Node
 from ..var import Var
 from ._core import axis_arg, const, finish, flat, is_int, node, slice_node, var
 
@@ -296,16 +297,24 @@ def array_split(ary: Any, indices_or_sections: Any, axis: int = 0) -> list[Var]:
             idx = idx.read_view().tolist()
         bounds = [0] + [int(i) for i in idx] + [length]
     out = []
-    nd = len(n.shape)
+    shape = n.shape
+    nd = len(shape)
+    step = (1,) * nd
+    zeros = [0] * nd
     for lo, hi in zip(bounds[:-1], bounds[1:]):
         lo = min(max(lo + length if lo < 0 else lo, 0), length)
         hi = min(max(hi + length if hi < 0 else hi, 0), length)
         hi = max(lo, hi)
         if lo == hi:
             lo = hi = 0  # an empty piece (as indexing normalises it)
-        begin, end, step = [0] * nd, list(n.shape), [1] * nd
+        if lo == 0 and hi == length:
+            out.append(var(n))
+            continue
+        # slice_node's node, its shape written out (one axis cut, step 1: ``_slice_infer``'s result)
+        begin, end = zeros[:], list(shape)
         begin[ax], end[ax] = int(lo), int(hi)
-        out.append(var(slice_node(n, begin, end, step)))
+        out.append(var(Node.built("slice", (n,), {"begin": tuple(begin), "end": tuple(end), "step": step},
+                                  shape[:ax] + (int(hi) - int(lo),) + shape[ax + 1:], n.dtype, n.fmt)))
     return out
 
 

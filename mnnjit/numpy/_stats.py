@@ -11,7 +11,7 @@ from .._dtypes import as_np_dtype as _as_np_dtype
 from .. import settings as _settings
 from ..ops import build as B
 from ..var import Var
-from ._core import axis_arg, const, finish, flat, is_int, node, scalar_or_var, to_float
+from ._core import axis_arg, const, finish, flat, is_int, node, scalar_or_var, scalar_value, to_float
 from ._core import var as _w
 
 
@@ -131,10 +131,10 @@ def any(a: Any, axis: Any = None, out: Any = None, keepdims: Any = None, **kwarg
 def _arg(op: str, a: Any, axis: Any, out: Any, keepdims: bool):
     n = node(a)
     if axis is None:
-        res = B.reduce(op, flat(_w(n)), 0, False)
+        res = B.reduce(op, flat(_w(n)), None, False)     # (the one axis of the flat array)
         if keepdims:
             return finish(B.reshape(res, (1,) * len(n.shape)), out)
-        return finish(res, out) if out is not None else int(res.read_view().item())
+        return finish(res, out) if out is not None else int(scalar_value(res))
     return finish(B.reduce(op, _w(n), axis, keepdims), out)
 
 

@@ -383,8 +383,25 @@ def normalize_axes(axis: Any, ndim: int) -> tuple[int, ...]:
     return (normalize_axis(axis, ndim),)
 
 
+#: (op, input shape, input dtype, keepdims) of a whole-array reduction -> (axes, shape, dtype)
+_RED_SIG: dict = {}
+_built = Node.built
+
+
 def reduce(op: str, x: Any, axis: Any = None, keepdims: bool = False, dtype: Any = None):
     """Reduce ``x`` over ``axis`` with reduction op ``op``."""
+    if axis is None and dtype is None and type(x) is _VAR:
+        # a whole-array reduction of a signature seen before: no axis handling, no inference
+        node = x._node
+        kd = bool(keepdims)
+        key = (op, node.shape, node.dtype, kd)
+        hit = _RED_SIG.get(key)
+        if hit is not None:
+            return _new_var(_built(op, (node,), {"axes": hit[0], "keepdims": kd}, hit[1], hit[2], node.fmt))
+        res = make_node(op, (node,), {"axes": tuple(range(len(node.shape))), "keepdims": kd})
+        if len(_RED_SIG) < _EW_SIG_MAX:
+            _RED_SIG[key] = (res.attrs["axes"], res.shape, res.dtype)
+        return wrap(res)
     node = as_node(x)
     if dtype is not None:
         node = cast_node(node, as_np_dtype(dtype))
@@ -442,9 +459,31 @@ def reshape(x: Any, shape: Any):
     return wrap(make_node("reshape", (node,), {"shape": target}))
 
 
+#: (input shape, dtype, perm as given) of a transpose seen before -> (perm, output shape)
+_TR_SIG: dict = {}
+
+
 def transpose(x: Any, perm: Sequence[int] | None = None):
     """``x`` with its axes permuted (reversed when ``perm`` is None)."""
-    node = as_node(x)
+    if type(x) is _VAR and (perm is None or type(perm) is tuple or type(perm) is list):
+        node = x._node
+        key = (node.shape, node.dtype, perm if type(perm) is not list else tuple(perm))
+        try:
+            hit = _TR_SIG.get(key)
+        except TypeError:       # unhashable items: the checks below
+            hit = key = None
+        if hit is not None:
+            if hit[0] is None:
+                return _new_var(node)
+            return _new_var(_built("transpose", (node,), {"perm": hit[0]}, hit[1], node.dtype, node.fmt))
+        res = _transpose(node, perm)
+        if key is not None and len(_TR_SIG) < _EW_SIG_MAX:
+            _TR_SIG[key] = (None, None) if res is node else (res.attrs["perm"], res.shape)
+        return wrap(res)
+    return wrap(_transpose(as_node(x), perm))
+
+
+def _transpose(node: Node, perm: Sequence[int] | None) -> Node:
     nd = len(node.shape)
     if perm is None:
         perm = tuple(range(nd - 1, -1, -1))
@@ -453,8 +492,8 @@ def transpose(x: Any, perm: Sequence[int] | None = None):
         if sorted(perm) != list(range(nd)):
             raise ValueError("axes don't match array")
     if perm == tuple(range(nd)):
-        return wrap(node)
-    return wrap(make_node("transpose", (node,), {"perm": perm}))
+        return node
+    return make_node("transpose", (node,), {"perm": perm})
 
 
 def broadcast_to(x: Any, shape: Sequence[int]):
