@@ -106,6 +106,30 @@ _ERRVAR, _ERR_IGNORE = ERRVAR, ERR_IGNORE
 _REFS: dict = {}
 
 
+#: movement ops whose reference is a numpy view of the input
+_VIEW_OPS = frozenset({"reshape", "transpose", "slice", "broadcast_to"})
+
+
+def _view_of(node: Node, wc: int):
+    """A numpy view computing movement ``node`` from its input's known value (not cached), or None."""
+    op = node.op
+    if op not in _VIEW_OPS:
+        return None
+    src = node.inputs[0]
+    v = src._value
+    if type(v) is not np.ndarray or (src.live and src.stamp != wc and src.op != "placeholder"):
+        return None
+    if op == "reshape":
+        return v.reshape(node.attrs["shape"])
+    if op == "transpose":
+        return v.transpose(node.attrs["perm"])
+    ref = _REFS.get(op)
+    if ref is None:
+        ref = _REFS[op] = op_registry.get(op).ref
+    out = ref([v], node.attrs)
+    return out if type(out) is np.ndarray and out.shape == node.shape else None
+
+
 def _eager(node: Node, thr: int) -> bool:
     """Run one node whose inputs are known on the eager fast path; False when it does not qualify
     (see the module docstring). This is the whole cost of a small numpy-style call, so it is
@@ -119,7 +143,13 @@ def _eager(node: Node, thr: int) -> bool:
     for i in node.inputs:
         v = i._value
         if v is None or (i.live and i.stamp != wc and i.op != "placeholder"):
-            return False
+            # a pending movement input of a known value (stack's expand_dims, roll's slices):
+            # its numpy view, made here and not cached
+            if op in _VIEW_OPS:
+                return False
+            v = _view_of(i, wc)
+            if v is None:
+                return False
         args.append(v)
         if type(v) is np.ndarray and v.size > work:
             work = v.size

@@ -205,6 +205,20 @@ def concatenate(arrays: Sequence[Any], axis: Any = 0, out: Any = None, dtype: An
 
 def stack(arrays: Sequence[Any], axis: int = 0, out: Any = None, dtype: Any = None) -> Var:
     """Join arrays along a new axis."""
+    if dtype is None and out is None and type(axis) is int and (type(arrays) is list or type(arrays) is tuple) \
+            and len(arrays) > 1:
+        first = arrays[0]
+        if type(first) is Var:
+            n0 = first._node
+            for a in arrays:
+                if type(a) is not Var or a._node.shape != n0.shape or a._node.dtype != n0.dtype:
+                    break
+            else:   # Vars of one shape and dtype (numpy's common call): the expand_dims nodes written out
+                shape = n0.shape
+                ax = axis_arg(axis, len(shape) + 1)
+                new = shape[:ax] + (1,) + shape[ax:]
+                return B.concat([var(Node.built("reshape", (a._node,), {"shape": new}, new, a._node.dtype,
+                                                a._node.fmt)) for a in arrays], ax)
     nodes = [node(a) for a in arrays]
     if not nodes:
         raise ValueError("need at least one array to stack")
@@ -454,9 +468,28 @@ def pad(array: Any, pad_width: Any, mode: str = "constant", constant_values: Any
 
 
 # ---------------------------------------------------------------- flips and rolls
+#: (shape, axis) of a flip seen before -> its slice attributes (None: nothing to reverse)
+_FLIP_SIG: dict = {}
+
+
 def flip(m: Any, axis: Any = None) -> Var:
     """``m`` reversed along ``axis`` (all axes when None)."""
-    n = node(m)
+    if type(m) is Var and (axis is None or type(axis) is int):
+        n = m._node
+        key = (n.shape, axis)
+        hit = _FLIP_SIG.get(key, False)
+        if hit is None:
+            return var(n)
+        if hit is not False:
+            return var(Node.built("slice", (n,), dict(hit), n.shape, n.dtype, n.fmt))
+        res = _flip(n, axis)
+        if len(_FLIP_SIG) < 4096:
+            _FLIP_SIG[key] = None if res is n else res.attrs
+        return var(res)
+    return var(_flip(node(m), axis))
+
+
+def _flip(n: Node, axis: Any) -> Node:
     axes = B.normalize_axes(axis, len(n.shape))
     begin, end, step = [], [], []
     for i, d in enumerate(n.shape):
@@ -466,7 +499,7 @@ def flip(m: Any, axis: Any = None) -> Var:
             begin.append(0), end.append(0), step.append(1)
         else:
             begin.append(0), end.append(d), step.append(1)
-    return var(slice_node(n, begin, end, step))
+    return slice_node(n, begin, end, step)
 
 
 def fliplr(m: Any) -> Var:
@@ -507,6 +540,26 @@ def rot90(m: Any, k: int = 1, axes: Sequence[int] = (0, 1)) -> Var:
 
 def roll(a: Any, shift: Any, axis: Any = None) -> Var:
     """Elements rolled by ``shift`` along ``axis`` (flattened when None)."""
+    if type(a) is Var and type(shift) is int and (axis is None or type(axis) is int):
+        # numpy's common call: the nodes below written out (a tail and a head slice, joined)
+        n = a._node
+        rn = n if axis is None and len(n.shape) == 1 else (flat(a)._node if axis is None else n)
+        shape = rn.shape
+        ax = 0 if axis is None else axis_arg(axis, len(shape))
+        size = shape[ax]
+        s = shift % size if size else 0
+        if s == 0:
+            return var(n)
+        nd = len(shape)
+        ones, begin, end = (1,) * nd, [0] * nd, list(shape)
+        begin[ax] = size - s
+        tail = Node.built("slice", (rn,), {"begin": tuple(begin), "end": tuple(end), "step": ones},
+                          shape[:ax] + (s,) + shape[ax + 1:], rn.dtype, rn.fmt)
+        begin[ax], end[ax] = 0, size - s
+        head = Node.built("slice", (rn,), {"begin": tuple(begin), "end": tuple(end), "step": ones},
+                          shape[:ax] + (size - s,) + shape[ax + 1:], rn.dtype, rn.fmt)
+        res = var(Node.built("concat", (tail, head), {"axis": ax}, shape, rn.dtype, rn.fmt))
+        return res if rn is n else B.reshape(res, n.shape)
     n = node(a)
     if axis is None:
         res = roll(flat(var(n)), shift, 0)

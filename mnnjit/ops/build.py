@@ -496,22 +496,66 @@ def _transpose(node: Node, perm: Sequence[int] | None) -> Node:
     return make_node("transpose", (node,), {"perm": perm})
 
 
+#: (input shape, dtype, target shape as given) of a broadcast seen before -> output shape (None: x)
+_BC_SIG: dict = {}
+
+
 def broadcast_to(x: Any, shape: Sequence[int]):
     """``x`` broadcast to ``shape`` (numpy's rules and error)."""
-    node = as_node(x)
+    if type(x) is _VAR and (type(shape) is tuple or type(shape) is list):
+        node = x._node
+        key = (node.shape, node.dtype, tuple(shape))
+        try:
+            hit = _BC_SIG.get(key, False)
+        except TypeError:       # unhashable items: the checks below
+            hit = key = None
+        if hit is None:
+            return _new_var(node)
+        if hit is not False:
+            return _new_var(_built("broadcast_to", (node,), {"shape": hit}, hit, node.dtype, node.fmt))
+        res = _broadcast_to(node, shape)
+        if key is not None and len(_BC_SIG) < _EW_SIG_MAX:
+            _BC_SIG[key] = None if res is node else res.shape
+        return wrap(res)
+    return wrap(_broadcast_to(as_node(x), shape))
+
+
+def _broadcast_to(node: Node, shape: Sequence[int]) -> Node:
     shape = tuple(int(s) for s in shape)
     from .elementwise import broadcast_shape
     if len(shape) < len(node.shape) or broadcast_shape(node.shape, shape) != shape:
         raise ValueError(f"operands could not be broadcast together with remapped shapes "
                          f"[original->remapped]: {node.shape} and requested shape {shape}")
     if shape == node.shape:
-        return wrap(node)
-    return wrap(make_node("broadcast_to", (node,), {"shape": shape}))
+        return node
+    return make_node("broadcast_to", (node,), {"shape": shape})
+
+
+#: (axis as given, (shape, dtype) per input) of a concat of Vars seen before -> (axis, shape, dtype)
+_CAT_SIG: dict = {}
 
 
 def concat(xs: Sequence[Any], axis: int = 0):
     """Join ``xs`` along ``axis`` (dtypes promoted)."""
-    nodes = [as_node(x) for x in xs]
+    if (type(xs) is list or type(xs) is tuple) and len(xs) > 1 and type(axis) is int:
+        nodes = []
+        for x in xs:
+            if type(x) is not _VAR:
+                break
+            nodes.append(x._node)
+        else:
+            key = (axis,) + tuple([(n.shape, n.dtype) for n in nodes])
+            hit = _CAT_SIG.get(key)
+            if hit is not None:
+                return _new_var(_built("concat", tuple(nodes), {"axis": hit[0]}, hit[1], hit[2], nodes[0].fmt))
+            res = _concat(nodes, axis)
+            if res.op == "concat" and res.inputs == tuple(nodes) and len(_CAT_SIG) < _EW_SIG_MAX:
+                _CAT_SIG[key] = (res.attrs["axis"], res.shape, res.dtype)
+            return wrap(res)
+    return wrap(_concat([as_node(x) for x in xs], axis))
+
+
+def _concat(nodes: list[Node], axis: int) -> Node:
     if not nodes:
         raise ValueError("need at least one array to concatenate")
     nd = len(nodes[0].shape)
@@ -525,8 +569,8 @@ def concat(xs: Sequence[Any], axis: int = 0):
     dt = result_dtype(*(n.dtype for n in nodes))
     nodes = [cast_node(n, dt) for n in nodes]
     if len(nodes) == 1:
-        return wrap(nodes[0])
-    return wrap(make_node("concat", nodes, {"axis": axis}, fmt=nodes[0].fmt))
+        return nodes[0]
+    return make_node("concat", nodes, {"axis": axis}, fmt=nodes[0].fmt)
 
 
 def matmul(a: Any, b: Any):
