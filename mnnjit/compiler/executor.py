@@ -319,6 +319,10 @@ def evaluate(roots: list[Node]) -> None:
         node = roots[0]
         if node.value is not None or _eager(node, thr):
             return
+        if node.op == "tuple_get":     # one output of a multi-output op (svd, divmod): that op, then it
+            src = node.inputs[0]
+            if src.value is None and _eager(src, thr) and _eager(node, thr):
+                return
     order = topo_order(roots)
     big = False
     pending = 0

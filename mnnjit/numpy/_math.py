@@ -20,6 +20,8 @@ _IGNORED_UFUNC_KWARGS = frozenset({"casting", "order", "subok", "signature"})
 def ufunc_finish(name: str, res: Var, out: Any, kwargs: dict) -> Var:
     """numpy's ufunc keywords: ``dtype=`` (result cast), ``where=`` (elsewhere ``out``'s old values or 0),
     ``out=``; ``casting``/``order``/``subok``/``signature`` have no effect; others are a TypeError."""
+    if out is None and not kwargs:
+        return res
     unknown = set(kwargs) - _IGNORED_UFUNC_KWARGS - {"dtype", "where"}
     if unknown:
         raise TypeError(f"{name}() got an unexpected keyword argument {sorted(unknown)[0]!r}")
@@ -233,7 +235,8 @@ def ldexp(x1: Any, x2: Any, out: Any = None) -> Var:
 
 def signbit(x: Any, out: Any = None) -> Var:
     """1 where the sign bit is set (negative numbers, -0.0), else 0 (int32)."""
-    return finish(var(B.make_node("signbit", (to_float(x),))), out)
+    n = to_float(x)
+    return finish(B.unary("signbit", var(n)) if n.dtype == _np.float32 else var(B.make_node("signbit", (n,))), out)
 
 
 def exp2(x: Any, out: Any = None, **kwargs: Any) -> Var:
@@ -285,6 +288,10 @@ def logaddexp2(x1: Any, x2: Any, out: Any = None, **kwargs: Any) -> Var:
 
 def _w_op(op: str, *nodes: Any) -> Var:
     """An elementwise op on float32 nodes, broadcast as numpy does."""
+    if len(nodes) == 1 and nodes[0].dtype == _np.float32:     # (signature cache, no dtype rule applies)
+        return B.unary(op, var(nodes[0]))
+    if len(nodes) == 2 and nodes[0].dtype == _np.float32 and nodes[1].dtype == _np.float32:
+        return B.binary(op, var(nodes[0]), var(nodes[1]))
     return var(B.make_node(op, nodes))
 
 

@@ -45,8 +45,9 @@ from __future__ import annotations
 import numpy as np
 
 from .._dtypes import F32, I32, U8
-from .elementwise import broadcast_shape
+from .elementwise import UFUNC_OPS, broadcast_shape
 from .registry import OpDef, register
+from .registry import get as registry_get
 
 
 # ---------------------------------------------------------------- scans
@@ -456,3 +457,7 @@ register(OpDef("logaddexp", "elementwise", _bin_same, _logaddexp_ref(np.logaddex
 register(OpDef("logaddexp2", "elementwise", _bin_same, _logaddexp_ref(np.logaddexp2),
                scalar="((a + b) if (a != a or b != b) else (a + 1.0 if a == b else "
                       "(max(a, b) + math.log1p(2.0 ** (-abs(a - b))) * 1.4426950408889634)))"))
+
+# one ufunc each (under an error state the eager route sets itself): its direct route
+UFUNC_OPS.update({name: (fn, registry_get(name).ref) for name, fn in (
+    ("exp2", np.exp2), ("cbrt", np.cbrt), ("logaddexp", np.logaddexp), ("logaddexp2", np.logaddexp2))})

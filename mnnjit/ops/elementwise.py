@@ -281,3 +281,7 @@ register(OpDef("select", "elementwise", _select_infer, lambda xs, at: np.where(x
 #: ufunc directly where the registry still holds that reference (nothing replaced the op).
 UFUNC_OPS = {name: (fn, registry_get(name).ref) for table in (_UNARY, _PRED, _BINARY, _COMPARE)
              for name, (fn, _sc) in table.items() if isinstance(fn, np.ufunc)}
+# references that are one ufunc under an error state (the eager route ignores every error itself)
+UFUNC_OPS.update({name: (fn, registry_get(name).ref) for name, fn in (
+    ("sign", np.sign), ("div", np.true_divide), ("floordiv", np.floor_divide), ("mod", np.mod),
+    ("fmod", np.fmod))})
