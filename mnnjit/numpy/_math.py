@@ -7,6 +7,7 @@ from typing import Any
 import numpy as _np
 
 from .._dtypes import I32
+from .. import settings as _settings
 from ..ops import build as B
 from ..var import Var
 from ._core import finish, node, to_float, var
@@ -262,7 +263,10 @@ degrees = rad2deg
 
 def sinc(x: Any) -> Var:
     """``sin(pi x) / (pi x)`` (1 at 0; float32)."""
-    f = var(to_float(x))
+    n = to_float(x)
+    if n.dtype == _np.float32 and n.size < _settings.threshold():
+        return var(B.make_node("sinc", (n,)))   # one op (above the threshold the nodes below fuse)
+    f = var(n)
     px = B.binary("mul", f, _math.pi)
     zero = B.binary("equal", f, 0.0)
     safe = B.select(zero, 1.0, px)

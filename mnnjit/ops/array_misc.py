@@ -402,6 +402,25 @@ def _divmod_ref(xs, attrs):
         return np.divmod(xs[0], xs[1])
 
 
+def _sinc_ref(xs, attrs):
+    """``sinc`` of float32 x: the front end's node chain (x * float32(pi); where x == 0 the argument
+    1 and the result 1; sin(arg) / arg), each step the same numpy call, fewer passes."""
+    x = xs[0]
+    with np.errstate(all="ignore"):
+        arg = np.multiply(x, np.float32(np.pi))
+        zero = np.equal(x, np.float32(0))
+        if type(arg) is not np.ndarray:     # 0-d
+            return np.asarray(np.float32(1) if zero else np.true_divide(np.sin(arg), arg))
+        np.copyto(arg, np.float32(1), where=zero)
+        out = np.sin(arg)
+        np.true_divide(out, arg, out=out)
+        np.copyto(out, np.float32(1), where=zero)
+    return out
+
+
+register(OpDef("sinc", "opaque", _same, _sinc_ref))
+
+
 # one pass where the front end would build two or more elementwise nodes (numpy's loops compute
 # both results together): float32 only, inputs of one shape
 register(OpDef("modf", "opaque", _pair_f32_infer, _modf_ref, n_out=2))
