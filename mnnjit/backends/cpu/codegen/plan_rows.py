@@ -3,10 +3,10 @@ last axis, compiled once per process (disk cache) and called from the generated 
 
 Written out as loops in a step of the kernel, a row's max and sums are serial chains (a float
 reduction is not reordered without fast-math flags) and the exp cannot vectorise beside them:
-attention's softmax over 128-wide rows took ~18 ns an element. Here each reduction runs on eight
-independent accumulators (the max) or under ``reassoc`` alone (the sums: no finite-math
-assumption, so NaN and infinities keep the reference's results), and the exp and the scaling are
-loops of their own that vectorise. Results are the reference's up to the order of the sums.
+attention's softmax over 128-wide rows took ~18 ns an element. Here the max is an integer max
+over order keys and the sums run under ``reassoc`` alone (no finite-math assumption, so NaN and
+infinities keep the reference's results); both vectorise, and the exp and the scaling are loops
+of their own that vectorise. Results are the reference's up to the order of the sums.
 
 This module imports numba: import it lazily.
 """
@@ -16,7 +16,7 @@ from mnnjit.backends.cpu.runtime import numba_setup  # noqa: F401  (first: OpenM
 import numpy as np
 from numba import njit
 
-from mnnjit.backends.cpu.runtime.intrinsics import fast_expf
+from mnnjit.backends.cpu.runtime.intrinsics import bitcast_f32_i32, bitcast_i32_f32, fast_expf
 
 __all__ = ["softmax_rows", "layer_norm_rows"]
 
@@ -38,45 +38,64 @@ def _sum_sq_dev(a, n, mean):
     return s
 
 
+#: Order keys (:func:`_key`) of +inf and -inf: a key above the first or below the second is a NaN's.
+_KEY_PINF = np.int32(0x7F800000)
+_KEY_NINF = np.int32(-2139095041)  # 0xFF800000 ^ 0x7FFFFFFF as int32
+
+#: Elements of a block of rows softmax works on in one set of passes (32 KB: its passes stay in L1).
+SOFTMAX_BLOCK = 8192
+
+
 @njit(inline="always")
-def _max2(a, b):
-    # NaN propagates, as np.max: a NaN ``a`` is kept, a NaN ``b`` fails the comparison
-    return a if (a >= b) | (a != a) else b
+def _key(v):
+    # an int32 whose signed order is the float order (NaN bits beyond the infinities): integer max
+    # and min reductions vectorise, where a float max reduction stays scalar without fast-math
+    b = bitcast_f32_i32(v)
+    return np.int32(b ^ ((b >> 31) & np.int32(0x7FFFFFFF)))
 
 
 @njit(cache=True, nogil=True, boundscheck=False)
 def _row_max(x, n):
-    m0 = m1 = m2 = m3 = m4 = m5 = m6 = m7 = x[0]
-    n8 = n - n % 8
-    for t in range(0, n8, 8):
-        m0 = _max2(m0, x[t])
-        m1 = _max2(m1, x[t + 1])
-        m2 = _max2(m2, x[t + 2])
-        m3 = _max2(m3, x[t + 3])
-        m4 = _max2(m4, x[t + 4])
-        m5 = _max2(m5, x[t + 5])
-        m6 = _max2(m6, x[t + 6])
-        m7 = _max2(m7, x[t + 7])
-    for t in range(n8, n):
-        m0 = _max2(m0, x[t])
-    return _max2(_max2(_max2(m0, m1), _max2(m2, m3)), _max2(_max2(m4, m5), _max2(m6, m7)))
+    """``np.max`` of ``x[:n]`` (NaN when any element is NaN)."""
+    hi = lo = _key(x[0])
+    for t in range(n):
+        k = _key(x[t])
+        hi = max(hi, k)
+        lo = min(lo, k)
+    if hi > _KEY_PINF or lo < _KEY_NINF:
+        return np.float32(np.nan)
+    return bitcast_i32_f32(np.int32(hi ^ ((hi >> 31) & np.int32(0x7FFFFFFF))))
+
+
+@njit(nogil=True, boundscheck=False, error_model="numpy")
+def _exp_inplace(a, n):
+    for t in range(n):
+        a[t] = fast_expf(a[t])
 
 
 @njit(cache=True, nogil=True, boundscheck=False, error_model="numpy")
 def softmax_rows(x, o, rows, n):
     """``o[r] = exp(x[r] - max(x[r])) / sum(...)`` for each of ``rows`` rows of ``n`` values
     (flat C order; ``o`` may not alias ``x``)."""
-    for r in range(rows):
-        xr = x[r * n:(r + 1) * n]
-        orow = o[r * n:(r + 1) * n]
-        mx = _row_max(xr, n)
-        for t in range(n):
-            orow[t] = fast_expf(xr[t] - mx)
-        # (a product by the reciprocal: within an ulp of the reference's quotient, and a
-        # quarter of the division's time)
-        inv = np.float32(1) / _sum(orow, n)
-        for t in range(n):
-            orow[t] = orow[t] * inv
+    # blocks of rows, three passes each while they sit in L1: ``x - max`` per row, one exp over
+    # the whole block (full vectors even for rows of 8), then each row's sum and scaling
+    per = max(1, SOFTMAX_BLOCK // n)
+    for r0 in range(0, rows, per):
+        r1 = min(rows, r0 + per)
+        for r in range(r0, r1):
+            xr = x[r * n:(r + 1) * n]
+            orow = o[r * n:(r + 1) * n]
+            mx = _row_max(xr, n)
+            for t in range(n):
+                orow[t] = xr[t] - mx
+        _exp_inplace(o[r0 * n:r1 * n], (r1 - r0) * n)
+        for r in range(r0, r1):
+            orow = o[r * n:(r + 1) * n]
+            # (a product by the reciprocal: within an ulp of the reference's quotient, and a
+            # quarter of the division's time)
+            inv = np.float32(1) / _sum(orow, n)
+            for t in range(n):
+                orow[t] = orow[t] * inv
     return 0
 
 

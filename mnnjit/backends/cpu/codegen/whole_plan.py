@@ -31,6 +31,7 @@ import numpy as np
 from mnnjit.backends.cpu.codegen import plan_gemm_steps
 from mnnjit.backends.cpu.codegen.groups import CODEGEN_VERSION, _FAST, instantiate
 from mnnjit.backends.cpu.codegen import plan_matvec
+from mnnjit.backends.cpu.codegen import plan_views
 from mnnjit.backends.cpu.codegen.plan_loops import count_calls, fold_loops
 from mnnjit.backends.cpu.runtime.launch import entry_point
 from mnnjit.ops import registry
@@ -60,7 +61,7 @@ MAX_PLAN_STEPS = 20000
 NARROW = 16
 
 #: Part of every generated source: bump it when the generated code or the helpers it calls change.
-PLAN_KERNEL_VERSION = 17
+PLAN_KERNEL_VERSION = 18
 
 #: Constants in the blob start at multiples of this many elements (64-byte lines).
 _ALIGN = 16
@@ -136,6 +137,8 @@ class _Writer:
         self.loop = 0
         #: Elements of the per-call workspace holding every step's value that is not an output.
         self.ws_size = 0
+        #: Slots whose value is a strided view of another array, not yet copied (:mod:`.plan_views`).
+        self.virtual: dict[int, plan_views.View] = {}
 
     def emit(self, line: str, depth: int = 0) -> None:
         """Add a line to the kernel body at loop depth ``depth``."""
@@ -159,6 +162,9 @@ class _Writer:
     def value(self, slot: int) -> str:
         """The flat array name of a slot's value (a constant goes into the blob on first use)."""
         name = self.names.get(slot)
+        if name is None and slot in self.virtual:
+            # a view read as an array: copied once, here (the first step needing it)
+            return plan_views.materialize(self, slot, self.based(self.virtual.pop(slot)))
         if name is None:
             v = self.init[slot]
             if v is None:
@@ -192,6 +198,33 @@ class _Writer:
         name = self.names[slot] = f"w{slot}"
         self.emit(f"{name} = {src}[{start}:{start + size}]")
         return name
+
+    def strided(self, slot: int) -> plan_views.View:
+        """``slot``'s value as a strided view (no copy of a view not yet copied)."""
+        v = self.virtual.get(slot)
+        if v is not None:
+            return v
+        return plan_views.of_flat(self.value(slot), self.order[slot].shape)
+
+    def set_view(self, slot: int, v: plan_views.View) -> None:
+        """Make ``slot``'s value the view ``v``: a named slice when its elements are one
+        contiguous run, else a view read through its strides by the steps that use it."""
+        start = plan_views.contiguous_start(v)
+        size = math.prod(v[3])
+        if start is not None:
+            self.view(slot, v[0], start, size, start == 0 and size == v[1])
+        else:
+            self.virtual[slot] = v
+
+    def based(self, v: plan_views.View) -> plan_views.View:
+        """``v`` on a named slice starting at its first element: the step code reading it holds
+        no offset (so the steps of an unrolled loop reading shifted views stay one function, and
+        their calls fold into a loop: :mod:`.plan_loops`)."""
+        name, size, off, shape, strides = v
+        if off == 0 or any(st < 0 for st in strides):
+            return v
+        extent = 1 + sum((d - 1) * st for d, st in zip(shape, strides))
+        return self.piece(name, off, extent), extent, 0, shape, strides
 
     def cut(self) -> None:
         """End the current step's outlined function here: the lines after this go into another
@@ -387,9 +420,22 @@ def _elementwise(w: _Writer, node: Any, ins: tuple, out: int) -> None:
     from mnnjit.backends.cpu.codegen.groups import template_attrs
     params = {name: _literal(node.attrs[name]) for name in template_attrs(op)}
     shape = [int(d) for d in node.shape]
-    names = [w.value(s) for s in ins]
+    views = {k: w.virtual[s] for k, s in enumerate(ins) if s in w.virtual}
+    names = [w.value(s) if k not in views else "" for k, s in enumerate(ins)]
+    for k, v in views.items():
+        # (each input that is a view read where it lies: a transpose, slice or broadcast and
+        # this step are one loop)
+        bv = plan_views.broadcast(v, shape)
+        if bv is None:
+            raise _Unsupported("not broadcastable")
+        views[k] = w.based(bv)
     o = w.fresh(out, node.size)
-    if all(tuple(i.shape) == tuple(node.shape) or i.size == 1 for i in node.inputs):
+    if views:
+        idx, depth = w.nest(shape)
+        loads = [f"{views[k][0]}[{plan_views.index(views[k], idx)}]" if k in views
+                 else f"{nm}[{_bcast_index(i.shape, shape, idx)}]" for k, (nm, i) in enumerate(zip(names, node.inputs))]
+        at = _bcast_index(shape, shape, idx)
+    elif all(tuple(i.shape) == tuple(node.shape) or i.size == 1 for i in node.inputs):
         t = w.idx()
         w.emit(f"for {t} in range({node.size}):")
         loads = [f"{nm}[{t}]" if i.size != 1 else f"{nm}[0]" for nm, i in zip(names, node.inputs)]
@@ -406,38 +452,30 @@ def _elementwise(w: _Writer, node: Any, ins: tuple, out: int) -> None:
     w.emit(f"{o}[{at}] = np.float32({expr})", depth)
 
 
-def _gather(w: _Writer, node: Any, ins: tuple, out: int, in_index: Callable[[list[str]], str]) -> None:
-    """Write ``out[idx] = x[in_index(idx)]`` over the output's shape."""
-    xn = w.value(ins[0])
-    o = w.fresh(out, node.size)
-    shape = [int(d) for d in node.shape]
-    idx, depth = w.nest(shape)
-    w.emit(f"{o}[{_bcast_index(shape, shape, idx)}] = {xn}[{in_index(idx)}]", depth)
-
-
 def _transpose(w: _Writer, node: Any, ins: tuple, out: int) -> None:
     x = node.inputs[0]
     perm = [int(p) % len(x.shape) for p in node.attrs["perm"]]
-    moved = [p for p in perm if x.shape[p] != 1]
-    if moved == sorted(moved):  # only axes of one element move: the same data, a reshape
-        w.names[out] = w.value(ins[0])
-        return
-    strides = _c_strides(x.shape)
-
-    def at(idx: list[str]) -> str:
-        terms = [f"{idx[ax]} * {strides[p]}" for ax, p in enumerate(perm) if x.shape[p] != 1]
-        return " + ".join(terms) if terms else "0"
-    _gather(w, node, ins, out, at)
+    if sorted(perm) != list(range(len(x.shape))):
+        raise _Unsupported("transpose permutation")
+    # a view: copied only where a step needs it as an array (:mod:`.plan_views`)
+    w.set_view(out, plan_views.transpose(w.strided(ins[0]), perm))
 
 
 def _broadcast_to(w: _Writer, node: Any, ins: tuple, out: int) -> None:
-    x = node.inputs[0]
-    _gather(w, node, ins, out, lambda idx: _bcast_index(x.shape, node.shape, idx))
+    v = plan_views.broadcast(w.strided(ins[0]), node.shape)
+    if v is None:
+        raise _Unsupported("not broadcastable")
+    w.set_view(out, v)
 
 
 def _reshape(w: _Writer, node: Any, ins: tuple, out: int) -> None:
     if node.inputs[0].size != node.size:
         raise _Unsupported("reshape size")
+    if ins[0] in w.virtual:
+        v = plan_views.reshape(w.virtual[ins[0]], node.shape)
+        if v is not None:
+            w.set_view(out, v)
+            return
     w.names[out] = w.value(ins[0])
 
 
@@ -475,18 +513,12 @@ def _slice(w: _Writer, node: Any, ins: tuple, out: int) -> None:
         raise _Unsupported("slice extent")
     if node.size == 0:
         raise _Unsupported("empty slice")
-    xn = w.value(ins[0])
     run = _contiguous_run(shape, starts, counts, steps)
-    if run is not None:
-        w.view(out, xn, run, int(node.size), node.size == x.size)
+    if run is not None and ins[0] not in w.virtual:
+        w.view(out, w.value(ins[0]), run, int(node.size), node.size == x.size)
         return
-    strides = _c_strides(shape)
-
-    def at(idx: list[str]) -> str:
-        terms = [str(sum(s0 * st for s0, st in zip(starts, strides)))]
-        terms += [f"{i} * {st * step}" for i, st, step, c in zip(idx, strides, steps, counts) if c > 1]
-        return " + ".join(terms)
-    _gather(w, node, ins, out, at)
+    # a strided box, or a box of a view: a view itself (read in place by its consumer)
+    w.set_view(out, plan_views.box(w.strided(ins[0]), starts, counts, steps))
 
 
 #: Concats of this many inputs or more copy each one in a call of its own (see ``_concat``).
@@ -539,6 +571,14 @@ def _take(w: _Writer, node: Any, ins: tuple, out: int) -> None:
         raise _Unsupported("index out of range (the reference raises)")
     picks = [i % n for i in picks]
     outer, inner = math.prod(shape[:ax]), math.prod(shape[ax + 1:])
+    if len(picks) == 1 and (ins[0] in w.virtual or outer > 1):
+        # one index of a view, or one strided block: a view
+        v = plan_views.box(w.strided(ins[0]), [picks[0] if a == ax else 0 for a in range(len(shape))],
+                           [1 if a == ax else d for a, d in enumerate(shape)], [1] * len(shape))
+        v = plan_views.reshape(v, node.shape)
+        if v is not None:
+            w.set_view(out, v)
+            return
     xn = w.value(ins[0])
     if outer == 1 and len(picks) == 1:
         w.view(out, xn, picks[0] * inner, inner, n == 1)
@@ -788,6 +828,9 @@ def plan_source(steps: list, init: list, feed_slots: list, out_slots: list, orde
             cuts = [first] + w.cuts + [len(w.lines)]
             w.cuts = []
             bounds.extend(zip(cuts, cuts[1:]))
+        for s in out_slots:
+            if s in w.virtual:  # an output that is a view: copied into its argument
+                w.value(s)
         if any(s in feeds or w.init[s] is not None or s not in w.names for s in out_slots):
             return None  # an output that is an input or a constant: the numpy function returns it as is
         if len(set(out_slots)) != len(out_slots):
