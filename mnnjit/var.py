@@ -27,6 +27,16 @@ def _np():
     return mnp
 
 
+class OwnConst(Node):
+    """A constant whose value is its Var's own memory: an array made for it alone (a model
+    forward's output, ``nn.module``). As real MNN does with a forward's output, ``read()`` and
+    ``np.asarray`` hand that array out without a copy, writable: later reads return it, and
+    writes into it show in later reads and in expressions computed afterwards. Nothing else
+    holds it, so no later computation writes into it."""
+
+    __slots__ = ()
+
+
 class Var:
     """A lazy array (MNN's VARP): see the module docstring."""
 
@@ -163,11 +173,14 @@ class Var:
         later ``read()`` calls return that same array, writes into it show in them and in
         expressions computed afterwards, and no later computation ever writes into it. Any other
         value (constants, inputs, values shared with other Vars or expressions, kernel buffers)
-        is copied once, so writing into the result never changes a Var. The result of a movement
+        is copied once, so writing into the result never changes a Var. A model forward's output
+        made for it alone is its own memory from the start (``OwnConst``), handed out as it is. The result of a movement
         op (reshape, transpose, broadcast, slice) is copied straight from the values it moves.
         ``np.asarray(var)`` is the zero-copy view (read-only unless handed out by ``read()``).
         """
         node = self._node
+        if type(node) is OwnConst:  # (never NC4HW4: see ``nn.module._result``)
+            return node._value
         op = node.op
         if node.fmt == "NC4HW4" and node.size:
             packed = self._packed().ravel()

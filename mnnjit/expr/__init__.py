@@ -32,29 +32,43 @@ NC4HW4 = data_format.NC4HW4
 #: (id of the dtype argument, id of the format argument) -> (those arguments, numpy dtype, format
 #: name): the entry holds the arguments, so their ids stay theirs while it is kept
 _CONST_ARGS: dict = {}
+#: the entry of the last call's arguments (replaced whole: threads see one call's entry or another's)
+_LAST_ARGS: tuple = (None, None, None, None)
+_new = object.__new__
+_constant = _Node.constant
 
 
 def const(value_list: Any, shape: Sequence[int] | None = None, data_format: Any = NCHW,
           dtype: Any = float) -> Var:
     """A constant Var from a list/tuple/bytes/ndarray (or an int address of contiguous data) and a shape."""
-    if type(value_list) is _np.ndarray and shape is not None:
+    global _LAST_ARGS
+    if type(value_list) is _np.ndarray:
         # a model's input in a user's loop: an ndarray already of the target dtype, so nothing is
         # converted; only the copy the Var owns is made (any other case takes the full path below)
-        hit = _CONST_ARGS.get((id(dtype), id(data_format)))
-        if hit is not None and hit[0] is dtype and hit[1] is data_format and value_list.dtype == hit[2]:
-            try:
-                arr = _np.array(value_list, order="C").reshape(shape)
-                fits = arr.shape == tuple(shape)     # (not when numpy filled in a -1)
-            except (TypeError, ValueError):
-                fits = False
-            if fits:
-                arr.flags.writeable = False
-                return Var._from_node(_Node.constant(arr, hit[3]))
+        hit = _LAST_ARGS
+        if hit[0] is not dtype or hit[1] is not data_format:
+            hit = _CONST_ARGS.get((id(dtype), id(data_format)))
+        dt = value_list.dtype
+        if hit is not None and hit[0] is dtype and hit[1] is data_format and (dt is hit[2] or dt == hit[2]):
+            if shape is None or value_list.shape == (shape if type(shape) is tuple else tuple(shape)):
+                arr = value_list.copy()     # (C order: the Var's own contiguous copy)
+            else:
+                try:
+                    arr = _np.array(value_list, order="C").reshape(shape)
+                    if arr.shape != tuple(shape):     # (numpy filled in a -1)
+                        arr = None
+                except (TypeError, ValueError):
+                    arr = None
+            if arr is not None:
+                arr.setflags(write=False)
+                v = _new(Var)
+                v._node = _constant(arr, hit[3])
+                return v
     fmt = as_format(data_format)
     target = as_np_dtype(dtype)
     if len(_CONST_ARGS) > 64:
         _CONST_ARGS.clear()
-    _CONST_ARGS[(id(dtype), id(data_format))] = (dtype, data_format, target, fmt)
+    _LAST_ARGS = _CONST_ARGS[(id(dtype), id(data_format))] = (dtype, data_format, target, fmt)
     if _is_address(value_list):
         if shape is None:
             raise TypeError("const: an int address (or PyCapsule) needs a shape")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
 import warnings
 from typing import Any, Sequence
 
@@ -18,7 +19,8 @@ from ..graph import Node
 from ..threads import set_kernel_threads
 from ..models.program import ExecutionPlan, Program, load_program
 from ..ops import build as B
-from ..var import Var
+from .. import var as _var
+from ..var import OwnConst, Var, _take_own_value
 from .runtime_manager import RuntimeManager, resolve_backend
 
 
@@ -55,15 +57,40 @@ def _backend_settings(name: str | None, rt: RuntimeManager | None) -> Any:
     return registry.get("npu").options(**opts)
 
 
-def _out_var(arr: np.ndarray, fmt: str) -> Var:
-    """A Var on a plan's output array (a constant node: the array is never written again)."""
-    if not arr.flags.c_contiguous:
-        arr = np.ascontiguousarray(arr)
+def _result(outs: list, k: int, fmt: str) -> Var:
+    """A Var on output ``k`` of a plan's ``outs`` (a new list per forward). An array this call's
+    alone (nothing but ``outs`` holds it: a plan's fresh output, see ``var.OwnConst``) becomes the
+    Var's own memory, handed out by ``read()`` without a copy as in real MNN, so the user's loop
+    pays no copy; memory something else may still write (a plan's buffer, an input passed through)
+    is copied into such an array; a read-only array others hold (a graph's cached value) is kept
+    as a plain constant, copied by ``read()``."""
+    arr = outs[k]
     v = _new(Var)
-    v._node = Node.constant(arr, fmt)
+    flags = arr.flags
+    if fmt == "NC4HW4" or not flags.c_contiguous:
+        del flags
+        arr = np.ascontiguousarray(arr)      # (a copy of its own, or plain data for NC4HW4)
+        if fmt == "NC4HW4":                  # (read() presents packed data: no hand-out)
+            v._node = Node.constant(arr, fmt)
+            return v
+    # holders of ``outs``: the caller's local and this parameter (+ getrefcount's argument): a
+    # plan keeping the list would keep its arrays. A fresh array is held by the list, this local
+    # and ``flags`` (+ the argument).
+    elif not (_var._COUNTS_HOLDERS and _getrefcount(outs) == 3 and _getrefcount(arr) == 4
+              and arr.base is None and flags.owndata and flags.writeable):
+        del flags
+        # (a whole view of a fresh buffer: ``_take_own_value`` counts the list, this local and its
+        # parameter)
+        if not (_var._COUNTS_HOLDERS and _getrefcount(outs) == 3 and _take_own_value(arr)):
+            if not arr.flags.writeable:
+                v._node = Node.constant(arr, fmt)
+                return v
+            arr = arr.copy()
+    v._node = OwnConst.constant(arr, fmt)
     return v
 
 
+_getrefcount = sys.getrefcount
 _new = object.__new__
 
 
@@ -84,6 +111,8 @@ class _Module:
         #: that plan unchanged (no cast or layout conversion): a call matching them skips
         #: ``_prepare`` and runs that plan. One tuple, as ``_last``.
         self._fast_path: tuple | None = None
+        #: ``forward``'s copy of ``_fast_path`` for one input (see ``onForward``), or None
+        self._fast1: tuple | None = None
         self._params: list[Var] = []
         #: Worker threads for compiled kernels (RuntimeManager numThread / thread_num), 0 = default.
         self._threads = runtime_manager.num_thread if runtime_manager is not None else 0
@@ -212,8 +241,12 @@ class _Module:
                 _set_threads(self._threads)   # kernel-step plans split their work at build
             plan = self._plan(sig)
             # (forward's copy of the fast path skips onForward: not for a subclass overriding it)
-            self._fast_path = (keys, plan) if keys is not None and type(self).onForward is _Module.onForward \
-                else None
+            fast = (keys, plan) if keys is not None and type(self).onForward is _Module.onForward else None
+            self._fast_path = fast
+            # forward's one-input copy: (shape, dtype, fmt, plan, whether the plan is no ExecutionPlan:
+            # kernel steps set their thread count per forward)
+            self._fast1 = None if fast is None or len(keys) != 1 else \
+                keys[0] + (plan, not isinstance(plan, ExecutionPlan))
         else:
             plan = fast[1]
         if self._threads and (getattr(plan, "_fast", None) is None or getattr(plan, "threaded", False)):
@@ -224,13 +257,16 @@ class _Module:
         outs = plan.run(arrays)
         fmts = plan.out_fmts
         if len(outs) == 1:
-            return [_out_var(outs[0], fmts[0])]
-        return [_out_var(a, f) for a, f in zip(outs, fmts)]
+            return [_result(outs, 0, fmts[0])]
+        res = []
+        for k in range(len(outs)):      # (no comprehension: ``_result`` counts the holders of ``outs``)
+            res.append(_result(outs, k, fmts[k]))
+        return res
 
     def forward(self, inputs: Any) -> Var | list[Var]:
         """Run the model: a list of outputs for a list of inputs, the first output for one Var."""
-        fast = self._fast_path
-        if fast is not None and len(fast[0]) == 1:
+        fast = self._fast1
+        if fast is not None:
             # one Var (alone or in a list) of the last call's shape, dtype and format:
             # onForward's fast path written out for one input (a tiny model's forward takes a
             # few microseconds: a shared helper measured 0.5 us slower per forward)
@@ -239,18 +275,21 @@ class _Module:
                 inputs[0] if (kind is list or kind is tuple) and len(inputs) == 1 else None)
             if type(v) is Var:
                 node = v._node
-                shape, dtype, fmt = fast[0][0]
-                if node.shape == shape and node.dtype is dtype and node.fmt == fmt:
+                if node.shape == fast[0] and node.dtype is fast[1] and node.fmt == fast[2]:
                     arr = node.value if node.live else node._value
                     if arr is not None:
-                        plan = fast[1]
-                        if self._threads and (getattr(plan, "_fast", None) is None or getattr(plan, "threaded", False)):
-                            _set_threads(self._threads)
+                        plan = fast[3]
+                        threads = self._threads
+                        if threads and (fast[4] or plan._fast is None or plan.threaded):
+                            _set_threads(threads)
                         outs = plan.run([arr])
                         fmts = plan.out_fmts
                         if kind is Var:
-                            return _out_var(outs[0], fmts[0])
-                        return [_out_var(a, f) for a, f in zip(outs, fmts)]
+                            return _result(outs, 0, fmts[0])
+                        res = []
+                        for k in range(len(outs)):
+                            res.append(_result(outs, k, fmts[k]))
+                        return res
         outs = self.onForward(inputs)
         if isinstance(inputs, (Var, np.ndarray)):
             return outs[0]
@@ -315,7 +354,7 @@ class _Module:
         """Drop the execution plans built so far (and the children's)."""
         if self._program is not None:
             self._program._plans.clear()
-        self._last = self._fast_path = None
+        self._last = self._fast_path = self._fast1 = None
         for c in self._children:
             c.clear_cache()
 

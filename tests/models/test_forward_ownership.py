@@ -1,0 +1,182 @@
+"""A forward's outputs own their memory, as in real MNN: ``read()`` hands it out without a copy
+(writable, the same array on every read; writes show in later reads and in expressions computed
+afterwards), and no later forward ever writes into an array already returned. Memory a plan still
+holds (a graph's cached values, a kept list, a buffer) is never handed out. ``expr.const`` from an
+ndarray makes the Var's own read-only copy."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from mnnjit_models_fixtures import _Builder, convert
+
+import mnnjit
+from mnnjit.models import program
+from mnnjit.nn import module as module_mod
+from mnnjit.var import OwnConst
+
+MNN = pytest.importorskip("MNN")
+
+
+def _mlp_onnx(path: str) -> str:
+    """x [1, 16] -> MatMul -> Add -> Relu -> MatMul -> Softmax: y [1, 8], with h (the relu) as a
+    second output."""
+    b = _Builder(7)
+    h = b.op("Relu", [b.op("Add", [b.op("MatMul", ["x", b.weight((16, 32))]), b.weight((32,), scale=0.1)])])
+    y = b.op("Softmax", [b.op("MatMul", [h, b.weight((32, 8))])], axis=-1)
+    b.nodes[-1].output[:] = ["y"]
+    b.nodes[-3].output[:] = ["h"]
+    b.nodes[-2].input[0] = "h"
+    return b.save(path, [b.io("x", [1, 16])], [b.io("y", [1, 8]), b.io("h", [1, 32])])
+
+
+@pytest.fixture(scope="module")
+def mlp(tmp_path_factory) -> str:
+    d = tmp_path_factory.mktemp("forward_ownership")
+    return convert(_mlp_onnx(str(d / "mlp.onnx")), str(d / "mlp.mnn"))
+
+
+X0 = np.random.default_rng(0).standard_normal((1, 16)).astype(np.float32)
+
+
+def _scenario(M, path: str, outputs: list[str], calls: int = 6) -> tuple[list, list, list, object]:
+    """A user's loop: forward, read, write into the result, read again, compute from the output,
+    forward again. Returns the flags seen, the values seen, (snapshot, array) pairs of every
+    returned array, and the module."""
+    F = M.expr
+    net = M.nn.load_module_from_file(path, ["x"], outputs)
+    flags, values, kept = [], [], []
+    for k in range(calls):
+        x = X0 + np.float32(k)
+        ys = net.forward([F.const(x, [1, 16], F.NCHW)])
+        for y in ys:
+            r = y.read()
+            r2 = y.read()
+            flags.append([bool(r.flags.writeable), bool(np.shares_memory(r, r2))])
+            r[0, 0] = 100.0 + k
+            values.append(float(y.read()[0, 0]))
+            values.append(float((y * 2.0).read()[0, 0]))        # built and computed after the write
+            values.append(np.array(y.read()[0, 1:]))
+            kept.append((r.copy(), r))
+    return flags, values, kept, net
+
+
+def _check(path: str, outputs: list[str]) -> None:
+    got = _scenario(mnnjit, path, outputs)
+    want = _scenario(MNN, path, outputs)
+    assert got[0] == want[0]
+    for g, w in zip(got[1], want[1]):
+        np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
+    for snapshot, r in got[2]:          # later forwards never wrote into a returned array
+        np.testing.assert_array_equal(r, snapshot)
+    assert len({id(r) for _, r in got[2]}) == len(got[2])
+    assert getattr(got[3]._last_plan.run, "__qualname__", "").startswith("_runner")   # the compiled tier
+
+
+@pytest.mark.parametrize("outputs", [["y"], ["y", "h"]])
+def test_outputs_are_handed_out_as_real_mnn_does(mlp, monkeypatch, outputs):
+    """Through every tier of a small plan: the step loop, the generated numpy function and (from the
+    third forward) the compiled whole-plan kernel."""
+    monkeypatch.setenv("MNNJIT_PLAN_KERNEL_CALLS", "0")
+    _check(mlp, outputs)
+
+
+def test_graph_path_outputs_are_copied_on_read(mlp, monkeypatch):
+    """A plan on the executor's graph path keeps its outputs' values on its nodes until the next
+    forward: they are not handed out; each read() copies, and returned arrays survive later forwards."""
+    monkeypatch.setattr(program, "_lean", lambda plan: False)
+    net = mnnjit.nn.load_module_from_file(mlp, ["x"], ["y"])
+    kept = []
+    for k in range(4):
+        y = net.forward(mnnjit.expr.const(X0 + np.float32(k), [1, 16], mnnjit.expr.NCHW))
+        assert net._last_plan.lean is False
+        assert type(y._node) is not OwnConst
+        r = y.read()
+        assert r.flags.writeable and not np.shares_memory(r, y.read())
+        r[0, 0] = -1.0
+        assert y.read()[0, 0] != -1.0
+        kept.append((r.copy(), r))
+    for snapshot, r in kept:
+        np.testing.assert_array_equal(r, snapshot)
+
+
+def test_result_hands_out_only_arrays_nothing_else_holds():
+    """``nn.module._result``'s rules, one holder at a time."""
+    def fresh():
+        return np.arange(6, dtype=np.float32).reshape(2, 3)
+
+    outs = [fresh()]
+    v = module_mod._result(outs, 0, "NCHW")
+    assert type(v._node) is OwnConst and v.read() is outs[0]            # a fresh array: handed out
+
+    kept = [fresh()]                                                        # a list the plan keeps
+    holder = kept
+
+    def run_kept():
+        return holder
+
+    outs = run_kept()
+    v = module_mod._result(outs, 0, "NCHW")
+    del outs
+    assert not np.shares_memory(v.read(), kept[0])                          # copied, then owned
+    assert v.read() is v.read()
+
+    buf = fresh()                                                           # a buffer held elsewhere
+    outs = [buf]
+    v = module_mod._result(outs, 0, "NCHW")
+    assert not np.shares_memory(v.read(), buf)
+    buf[...] = -1.0
+    np.testing.assert_array_equal(v.read(), fresh())
+
+    frozen = fresh()                                                        # a cached graph value
+    frozen.flags.writeable = False
+    outs = [frozen]
+    v = module_mod._result(outs, 0, "NCHW")
+    assert type(v._node) is not OwnConst and v._node.value is frozen
+    r = v.read()
+    assert r.flags.writeable and not np.shares_memory(r, frozen)
+
+    outs = [fresh()[:, ::2]]                                                # not contiguous: a copy
+    v = module_mod._result(outs, 0, "NCHW")
+    assert v._node.value.flags.c_contiguous and type(v._node) is OwnConst
+
+
+def test_result_copies_when_reference_counts_cannot_be_trusted(monkeypatch):
+    from mnnjit import var as var_mod
+    monkeypatch.setattr(var_mod, "_COUNTS_HOLDERS", False)
+    a = np.ones((2, 2), np.float32)
+    outs = [a]
+    v = module_mod._result(outs, 0, "NCHW")
+    assert not np.shares_memory(v.read(), a)
+
+
+def test_const_from_ndarray_is_its_own_read_only_copy():
+    F = mnnjit.expr
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)
+    for _ in range(2):                      # the second call takes the cached argument entry
+        v = F.const(x, [3, 4], F.NCHW)
+        val = v._node.value
+        assert not val.flags.writeable and val.flags.c_contiguous and not np.shares_memory(val, x)
+        x[0, 0] += 1.0
+        assert v.read()[0, 0] == x[0, 0] - 1.0
+    assert F.const(x.T, [4, 3]).read().tolist() == x.T.tolist()          # a transposed source
+    assert F.const(x, [12]).shape == [12] and F.const(x, (2, 6)).shape == [2, 6]
+    with pytest.raises(ValueError):
+        F.const(x, [5, 3])
+    with pytest.raises(ValueError):
+        F.const(x, [-1, 4])
+    # another dtype argument between calls, and data of another dtype than the Var's
+    assert F.const(x.astype(np.int32), [3, 4], F.NCHW, F.int).dtype == F.int
+    assert F.const(x.astype(np.float64), [3, 4]).read().dtype == np.float32
+    assert F.const(x, [3, 4], F.NHWC).data_format == F.NHWC
+    assert F.const(x, [3, 4]).data_format == F.NCHW
+
+
+def test_const_matches_real_mnn_for_ndarrays():
+    x = np.random.default_rng(1).standard_normal((2, 3, 4)).astype(np.float32)
+    for mod in (mnnjit, MNN):
+        F = mod.expr
+        v = F.const(x, [2, 3, 4], F.NCHW)
+        x2 = x.copy()
+        x2[0, 0, 0] = 9.0
+        w = F.const(x2, [2, 12], F.NCHW)
+        assert v.read().tolist() == x.tolist() and w.read().tolist() == x2.reshape(2, 12).tolist()
