@@ -369,6 +369,11 @@ def dsplit(ary: Any, indices_or_sections: Any) -> list[Var]:
 # ---------------------------------------------------------------- tile / repeat / pad
 def tile(A: Any, reps: Any) -> Var:  # noqa: N803 - numpy's name
     """``A`` repeated ``reps`` times along each axis."""
+    if type(A) is Var and type(reps) is int and reps > 1 and len(A._node.shape) == 1:
+        # numpy's common call (a 1-D Var, an int count): the node written out
+        n = A._node
+        shape = (n.shape[0] * reps,)
+        return var(Node.built("tile", (n,), {"reps": (reps,)}, shape, n.dtype, n.fmt))
     n = node(A)
     reps = (int(reps),) if is_int(reps) else tuple(int(r) for r in reps)
     if any(r < 0 for r in reps):

@@ -115,8 +115,16 @@ def _tile_ref(xs, at):
     """``np.tile`` as one broadcast assignment into the result viewed as (rep0, dim0, rep1, dim1, ...):
     numpy's tile repeats through ``ndarray.repeat``, which copies a read-only input (every graph
     value) first."""
-    x = np.asarray(xs[0])
-    reps = tuple(int(r) for r in at["reps"])
+    x = xs[0]
+    reps = at["reps"]
+    if type(x) is np.ndarray and x.ndim == 1 and len(reps) == 1:     # numpy's common call, written out
+        r, n = int(reps[0]), x.shape[0]
+        out = np.empty(r * n, x.dtype)
+        if out.size:
+            out.reshape(r, n)[...] = x
+        return out
+    x = np.asarray(x)
+    reps = tuple(int(r) for r in reps)
     nd = max(len(reps), x.ndim)
     reps = (1,) * (nd - len(reps)) + reps
     shape = (1,) * (nd - x.ndim) + x.shape
