@@ -223,13 +223,18 @@ class Var:
 
     def write(self, data: Any) -> None:
         """Overwrite the data (keeps shape and dtype; a placeholder takes new contents)."""
-        from .ops.build import to_array
-        arr = to_array(data, self._node.dtype)
         node = self._node
-        if arr.size != node.size:
-            raise ValueError(f"write: got {arr.size} elements for a Var of shape {list(node.shape)}")
-        arr = np.array(arr.reshape(node.shape), order="C")
-        arr.flags.writeable = False
+        if type(data) is np.ndarray and data.dtype is node.dtype and data.shape == node.shape:
+            # a model's input in a user's loop: only the copy the Var owns is made
+            arr = data.copy()
+            arr.setflags(write=False)
+        else:
+            from .ops.build import to_array
+            arr = to_array(data, node.dtype)
+            if arr.size != node.size:
+                raise ValueError(f"write: got {arr.size} elements for a Var of shape {list(node.shape)}")
+            arr = np.array(arr.reshape(node.shape), order="C")
+            arr.flags.writeable = False
         if node.op == "placeholder":
             node.value = arr
             bump_write_counter()
