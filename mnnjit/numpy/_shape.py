@@ -334,6 +334,29 @@ def array_split(ary: Any, indices_or_sections: Any, axis: int = 0) -> list[Var]:
 
 def split(ary: Any, indices_or_sections: Any, axis: int = 0) -> list[Var]:
     """Split into equal sub-arrays (an error when the axis does not divide) or at indices."""
+    if type(ary) is Var and type(indices_or_sections) is int and type(axis) is int and indices_or_sections > 0:
+        # numpy's common call (equal sections of a Var): the slice nodes written out
+        n = ary._node
+        shape = n.shape
+        nd = len(shape)
+        ax = axis_arg(axis, nd)
+        length, k = shape[ax], indices_or_sections
+        if length % k:
+            raise ValueError("array split does not result in an equal division")
+        if k == 1:
+            return [var(n)]
+        each = length // k
+        if each == 0:   # (an empty axis: the general path)
+            return array_split(ary, k, axis)
+        piece = shape[:ax] + (each,) + shape[ax + 1:]
+        step = (1,) * nd
+        begin, end = [0] * nd, list(shape)
+        out = []
+        for lo in range(0, length, each):
+            begin[ax], end[ax] = lo, lo + each
+            out.append(var(Node.built("slice", (n,), {"begin": tuple(begin), "end": tuple(end), "step": step},
+                                      piece, n.dtype, n.fmt)))
+        return out
     if is_int(indices_or_sections):
         n = node(ary)
         ax = axis_arg(axis, len(n.shape))
