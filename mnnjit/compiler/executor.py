@@ -164,8 +164,8 @@ def _eager(node: Node, thr: int) -> bool:
         return False
     out = None
     if work >= KERNEL_MIN and op not in _NO_HW:
-        be = _handwritten(node)
-        if be is not None:
+        be = registry.current()     # (``_handwritten`` with ``work`` known)
+        if be.supports_op(node):
             with launch_guard():
                 out = be.run_op(node, args)
             if out is not None:
