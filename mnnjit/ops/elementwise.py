@@ -69,6 +69,22 @@ _SIGN_BITS = {2: (np.int16, np.int16(-0x8000)), 4: (np.int32, np.int32(-0x800000
 
 
 def _round_half_away(x):
+    """C's ``roundf``: to nearest, halves away from zero (MNN's rounding; the compiled template
+    rounds in double precision, so it is exact too). Floats: numpy's ``rint`` (halves to even),
+    then the exact halves (|x - rint(x)| == 0.5, rare) moved away from zero: ``x +- 0.5`` is exact
+    there. Adding 0.5 in the input's precision first would round 0.49999997 and odd integers from
+    2**23 wrongly."""
+    if type(x) is np.ndarray and x.dtype.kind == "f":
+        if x.ndim == 0:
+            return _round_half_away(x.reshape(1)).reshape(())
+        r = np.rint(x)
+        d = np.subtract(x, r)
+        np.abs(d, out=d)
+        tie = np.equal(d, np.asarray(0.5, x.dtype))
+        if tie.any():
+            xt = x[tie]
+            r[tie] = xt + np.copysign(np.asarray(0.5, x.dtype), xt)
+        return r
     y = np.abs(x)
     sb = _SIGN_BITS.get(x.dtype.itemsize) if x.dtype.kind == "f" else None
     if type(y) is not np.ndarray or sb is None:

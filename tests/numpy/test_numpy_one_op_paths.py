@@ -165,3 +165,18 @@ def test_eager_views_of_pending_movement_inputs_are_not_frozen_or_shared():
     w[0] = 7.0
     np.testing.assert_array_equal(before[:, 0], [42.0, 42.0])
     np.testing.assert_array_equal(jnp.roll(y, 1).read()[1], 7.0)
+
+
+def test_around_is_roundf_as_real_mnn():
+    # recorded from real MNN 3.6.1: ``MNN.numpy.around(MNN.numpy.array(x)).read().tolist()``
+    x = np.array([0.49999997, 8388609., -8388609., 2.5, -2.5, 1.5, 0.5, -0.5, -0.49999997, 1e30, np.nan, np.inf,
+                  -0.0, 3.4999998], np.float32)
+    mnn = [0.0, 8388609.0, -8388609.0, 3.0, -3.0, 2.0, 1.0, -1.0, -0.0, 1.0000000150474662e+30, np.nan, np.inf,
+           -0.0, 3.0]
+    assert _bits_equal(jnp.around(jnp.array(x)).read(), np.array(mnn, np.float32))
+    assert _bits_equal(jnp.around(jnp.array(x[3])).read(), np.array(3.0, np.float32))
+    rng = np.random.default_rng(5)
+    y = (rng.standard_normal(4000) * 1e3).astype(np.float32)
+    y[::3] = np.round(y[::3]) + 0.5
+    want = np.copysign(np.floor(np.abs(y.astype(np.float64)) + 0.5), y).astype(np.float32)
+    assert _bits_equal(jnp.around(jnp.array(y)).read(), want)
