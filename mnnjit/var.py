@@ -193,6 +193,12 @@ class Var:
                     if op == "reshape":
                         return sv.reshape(node.attrs["shape"]).copy()
                     return np.array(sv.transpose(node.attrs["perm"]))
+            elif op == "slice":     # (split's pieces, flip): the same, through the slice's view
+                sv = node.inputs[0].value
+                if type(sv) is np.ndarray and not sv.flags.writeable:
+                    at = node.attrs
+                    return _copy_out(sv[tuple([slice(b, None if e < 0 else e, s) for b, e, s in
+                                               zip(at["begin"], at["end"], at["step"])])])
             return _copy_out(self._user_value()[0])
         v = node._value
         if v is None:
