@@ -12,6 +12,7 @@ from typing import Any, Sequence
 import numpy as _np
 
 from .._dtypes import as_format, as_np_dtype, data_format, dtype
+from .. import graph as _graph_mod
 from ..graph import Node as _Node
 from ..graph import const_node as _const_node
 from ..hostmem import is_address as _is_address, read_address as _read_address, read_buffer as _read_buffer
@@ -35,7 +36,6 @@ _CONST_ARGS: dict = {}
 #: the entry of the last call's arguments (replaced whole: threads see one call's entry or another's)
 _LAST_ARGS: tuple = (None, None, None, None)
 _new = object.__new__
-_constant = _Node.constant
 
 
 def const(value_list: Any, shape: Sequence[int] | None = None, data_format: Any = NCHW,
@@ -61,8 +61,13 @@ def const(value_list: Any, shape: Sequence[int] | None = None, data_format: Any 
                     arr = None
             if arr is not None:
                 arr.setflags(write=False)
+                # (``Node.constant`` written out: once per input and forward)
+                node = _new(_Node)
+                node.op, node.inputs, node.attrs, node.name = "const", (), {}, ""
+                node.shape, node.dtype, node.fmt, node._value = arr.shape, arr.dtype, hit[3], arr
+                node.live, node.stamp = False, _graph_mod._write_counter
                 v = _new(Var)
-                v._node = _constant(arr, hit[3])
+                v._node = node
                 return v
     fmt = as_format(data_format)
     target = as_np_dtype(dtype)

@@ -19,6 +19,7 @@ from ..graph import Node
 from ..threads import set_kernel_threads
 from ..models.program import ExecutionPlan, Program, load_program
 from ..ops import build as B
+from .. import graph as _graph
 from .. import var as _var
 from ..var import OwnConst, Var, _take_own_value
 from .runtime_manager import RuntimeManager, resolve_backend
@@ -65,22 +66,31 @@ def _result(outs: list, k: int, fmt: str) -> Var:
     is copied into such an array; a read-only array others hold (a graph's cached value) is kept
     as a plain constant, copied by ``read()``."""
     arr = outs[k]
-    v = _new(Var)
     flags = arr.flags
+    # holders of ``outs``: the caller's local and this parameter (+ getrefcount's argument): a
+    # plan keeping the list would keep its arrays. A fresh array is held by the list, this local
+    # and ``flags`` (+ the argument).
+    if flags.c_contiguous and flags.writeable and flags.owndata and arr.base is None and fmt != "NC4HW4" \
+            and _var._COUNTS_HOLDERS and _getrefcount(outs) == 3 and _getrefcount(arr) == 4:
+        # (``Node.constant`` written out: once per output and forward)
+        node = _new(OwnConst)
+        node.op, node.inputs, node.attrs, node.name = "const", (), {}, ""
+        node.shape, node.dtype, node.fmt, node._value = arr.shape, arr.dtype, fmt, arr
+        node.live, node.stamp = False, _graph._write_counter
+        v = _new(Var)
+        v._node = node
+        return v
+    v = _new(Var)
     if fmt == "NC4HW4" or not flags.c_contiguous:
         del flags
         arr = np.ascontiguousarray(arr)      # (a copy of its own, or plain data for NC4HW4)
         if fmt == "NC4HW4":                  # (read() presents packed data: no hand-out)
             v._node = Node.constant(arr, fmt)
             return v
-    # holders of ``outs``: the caller's local and this parameter (+ getrefcount's argument): a
-    # plan keeping the list would keep its arrays. A fresh array is held by the list, this local
-    # and ``flags`` (+ the argument).
-    elif not (_var._COUNTS_HOLDERS and _getrefcount(outs) == 3 and _getrefcount(arr) == 4
-              and arr.base is None and flags.owndata and flags.writeable):
+    else:
         del flags
-        # (a whole view of a fresh buffer: ``_take_own_value`` counts the list, this local and its
-        # parameter)
+        # a whole view of a fresh buffer (``_take_own_value`` counts the list, this local and its
+        # parameter), else memory others hold: copied when they may write it
         if not (_var._COUNTS_HOLDERS and _getrefcount(outs) == 3 and _take_own_value(arr)):
             if not arr.flags.writeable:
                 v._node = Node.constant(arr, fmt)
