@@ -180,3 +180,24 @@ def test_const_matches_real_mnn_for_ndarrays():
         x2[0, 0, 0] = 9.0
         w = F.const(x2, [2, 12], F.NCHW)
         assert v.read().tolist() == x.tolist() and w.read().tolist() == x2.reshape(2, 12).tolist()
+
+
+def test_write_of_an_ndarray_takes_its_own_read_only_copy():
+    F = mnnjit.expr
+    ph = F.placeholder([2, 3], F.NCHW)
+    y = ph * 2.0
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    ph.write(x)
+    val = ph._node.value
+    assert not val.flags.writeable and val.flags.c_contiguous and not np.shares_memory(val, x)
+    x[0, 0] = 7.0
+    assert y.read()[0, 0] == 0.0
+    ph.write(np.asfortranarray(x))                 # another layout: copied to C order
+    assert ph._node.value.flags.c_contiguous and y.read()[0, 0] == 14.0
+    ph.write(x.astype(np.float64).ravel())         # converted and reshaped
+    assert ph._node.value.dtype == np.float32 and y.read().tolist() == (x * 2).tolist()
+    with pytest.raises(ValueError):
+        ph.write(np.zeros(5, np.float32))
+    c = F.const(x, [2, 3])
+    c.write(x + 1)                                  # a constant: re-pointed at a new value
+    assert c.read().tolist() == (x + 1).tolist() and not c._node.value.flags.writeable
