@@ -24,7 +24,7 @@ from .. import graph as graph_mod
 from ..graph import Node, topo_order
 from .. import settings as config
 from ..settings import counters
-from ..ops.fperr import ERR_IGNORE, ERRVAR
+from ..ops.fperr import ERR_IGNORE, ERRVAR, RUN_IGNORING as _RUN_IGNORING
 from ..ops.evaluate import compute_node as _compute_node
 from ..ops.evaluate import run_order
 from .fusion import REDUCE_OPS
@@ -287,11 +287,14 @@ def eager_value(node: Node, handed_out: bool = False):
             return None
         if a.size >= thr or b.size >= thr:
             return None
-    tok = _ERRVAR.set(_ERR_IGNORE)
     try:
-        out = fn(a) if unary else fn(a, b)
-    finally:
-        _ERRVAR.reset(tok)
+        out = _RUN_IGNORING(fn, a) if unary else _RUN_IGNORING(fn, a, b)
+    except RuntimeError:    # its context is in use (another thread), or fn's own error: the variable
+        tok = _ERRVAR.set(_ERR_IGNORE)
+        try:
+            out = fn(a) if unary else fn(a, b)
+        finally:
+            _ERRVAR.reset(tok)
     if type(out) is not np.ndarray:     # a 0-d result comes back as a numpy scalar
         out = np.asarray(out)
     shape = node.shape

@@ -8,6 +8,7 @@ internals differ, ``ignore_errors`` falls back to ``np.errstate``.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 from typing import Any, Callable
 
 import numpy as np
@@ -25,6 +26,22 @@ def _context_var():
 
 #: numpy's error-state context variable and its "ignore all" value (None, None: not available)
 ERRVAR, ERR_IGNORE = _context_var()
+
+
+def _ignoring_runner():
+    if ERRVAR is None:
+        return None
+    ctx = contextvars.Context()
+    ctx.run(ERRVAR.set, ERR_IGNORE)
+    return ctx.run
+
+
+#: ``RUN_IGNORING(ufunc, *arrays)``: the ufunc run in a context of its own whose numpy error state
+#: ignores everything (entering it costs less than setting and resetting the variable: ~0.3 us of
+#: a small call). Only for numpy ufuncs on plain arrays: nothing else of the caller's context is
+#: visible inside. Raises RuntimeError while the context is entered (another thread in it, or a
+#: call from inside it): then use ``call_ignoring``. None where ``ERRVAR`` is not available.
+RUN_IGNORING = _ignoring_runner()
 
 
 def call_ignoring(fn: Callable, *args: Any, **kwargs: Any) -> Any:

@@ -180,3 +180,36 @@ def test_around_is_roundf_as_real_mnn():
     y[::3] = np.round(y[::3]) + 0.5
     want = np.copysign(np.floor(np.abs(y.astype(np.float64)) + 0.5), y).astype(np.float32)
     assert _bits_equal(jnp.around(jnp.array(y)).read(), want)
+
+
+def test_ufunc_route_ignores_errors_without_touching_the_callers_state():
+    import threading
+    import warnings
+
+    a = jnp.array(np.array([1, 0, -1, np.inf, 3e38], np.float32))
+    b = jnp.array(np.array([0, 0, 0, np.inf, 3e38], np.float32))
+    before = np.geterr()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")      # MNN gives no floating-point warnings
+        q, s, p = (a / b).read(), (a - b).read(), (a * b).read()
+    np.testing.assert_array_equal(q, [np.inf, np.nan, -np.inf, np.nan, 1.0])
+    assert np.isnan(s[3]) and np.isinf(p[4])
+    assert np.geterr() == before
+    with np.errstate(all="raise"):      # the caller's own state stays theirs
+        (a / b).read()
+        with pytest.raises(FloatingPointError):
+            np.divide(np.float32(1), np.float32(0))
+    errors = []
+
+    def work():     # threads share the route's context: the ones finding it in use take the variable
+        try:
+            for _ in range(2000):
+                np.testing.assert_array_equal((a + b).read()[:3], [1.0, 0.0, -1.0])
+        except Exception as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors and np.geterr() == before
