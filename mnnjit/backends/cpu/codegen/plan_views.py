@@ -25,7 +25,7 @@ from typing import Any, Sequence
 View = tuple[str, int, int, tuple[int, ...], tuple[int, ...]]
 
 __all__ = ["View", "of_flat", "transpose", "box", "reshape", "broadcast", "index", "contiguous_start",
-           "materialize"]
+           "loop_order", "nest", "materialize"]
 
 
 def c_strides(shape: Sequence[int]) -> tuple[int, ...]:
@@ -143,11 +143,42 @@ def contiguous_start(v: View) -> int | None:
     return off
 
 
+def loop_order(shape: Sequence[int], views: Sequence[View]) -> list[int]:
+    """The axes of a loop nest over ``shape`` reading ``views`` and writing a C-order result,
+    outermost first: C order, except where the result's last axis is strided in a view (a
+    transpose) and another axis is contiguous there - that axis goes innermost, so the reads are
+    contiguous and the writes come back to the same few lines (reading K^T across 256 rows of a
+    [256, 1536] projection touched a page per element: ~2 ns an element)."""
+    axes = list(range(len(shape)))
+    big = [ax for ax in axes if shape[ax] > 1]
+    if not big:
+        return axes
+    last = big[-1]
+    for v in views:
+        st = v[4]
+        if st[last] in (0, 1):
+            continue
+        inner = [ax for ax in big if st[ax] == 1]
+        if inner:
+            return [ax for ax in axes if ax != inner[-1]] + [inner[-1]]
+    return axes
+
+
+def nest(w: Any, shape: Sequence[int], order: Sequence[int]) -> tuple[list[str], int]:
+    """Open loops over ``shape`` in axis ``order`` (outermost first); the per-axis index names
+    (in axis order) and the depth of the body."""
+    names = [""] * len(shape)
+    for depth, ax in enumerate(order):
+        names[ax] = w.idx()
+        w.emit(f"for {names[ax]} in range({int(shape[ax])}):", depth)
+    return names, len(shape)
+
+
 def materialize(w: Any, slot: int, v: View) -> str:
     """Copy view ``v`` into ``slot``'s own array (a strided gather, at the first step needing the
     value as an array) and return that array's name."""
     shape = v[3]
     o = w.fresh(slot, math.prod(shape))
-    idx, depth = w.nest(shape)
+    idx, depth = nest(w, shape, loop_order(shape, [v]))
     w.emit(f"{o}[{index(of_flat(o, shape), idx)}] = {v[0]}[{index(v, idx)}]", depth)
     return o

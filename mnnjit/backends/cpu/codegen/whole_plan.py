@@ -431,7 +431,7 @@ def _elementwise(w: _Writer, node: Any, ins: tuple, out: int) -> None:
         views[k] = w.based(bv)
     o = w.fresh(out, node.size)
     if views:
-        idx, depth = w.nest(shape)
+        idx, depth = plan_views.nest(w, shape, plan_views.loop_order(shape, list(views.values())))
         loads = [f"{views[k][0]}[{plan_views.index(views[k], idx)}]" if k in views
                  else f"{nm}[{_bcast_index(i.shape, shape, idx)}]" for k, (nm, i) in enumerate(zip(names, node.inputs))]
         at = _bcast_index(shape, shape, idx)
