@@ -445,18 +445,40 @@ def resolve_shape(size: int, shape: Iterable[Any]) -> tuple[int, ...]:
     return tuple(shape)
 
 
+#: (input shape, target as given) of a reshape of a Var seen before -> target shape (None: x itself)
+_RS_SIG: dict = {}
+
+
 def reshape(x: Any, shape: Any):
     """``x`` with a new shape (numpy's rules, one -1 allowed)."""
-    node = x._node if type(x) is _VAR else as_node(x)
+    if type(x) is _VAR and (type(shape) is tuple or type(shape) is list):
+        node = x._node
+        key = (node.shape, tuple(shape))
+        try:
+            hit = _RS_SIG.get(key, False)
+        except TypeError:       # unhashable items: the checks below
+            hit = key = None
+        if hit is None:
+            return _new_var(node)
+        if hit is not False:
+            return _new_var(_built("reshape", (node,), {"shape": hit}, hit, node.dtype, node.fmt))
+        res = _reshape(node, shape)
+        if key is not None and len(_RS_SIG) < _EW_SIG_MAX:
+            _RS_SIG[key] = None if res is node else res.shape
+        return wrap(res)
+    return wrap(_reshape(x._node if type(x) is _VAR else as_node(x), shape))
+
+
+def _reshape(node: Node, shape: Any) -> Node:
     if len(node.shape) == 1 and type(shape) in (tuple, list) and len(shape) == 1 and shape[0] == -1:
-        return wrap(node)
+        return node
     n = 1
     for d in node.shape:
         n *= d
     target = resolve_shape(n, shape)
     if target == node.shape:
-        return wrap(node)
-    return wrap(make_node("reshape", (node,), {"shape": target}))
+        return node
+    return make_node("reshape", (node,), {"shape": target})
 
 
 #: (input shape, dtype, perm as given) of a transpose seen before -> (perm, output shape)

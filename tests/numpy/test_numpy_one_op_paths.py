@@ -213,3 +213,15 @@ def test_ufunc_route_ignores_errors_without_touching_the_callers_state():
     for t in threads:
         t.join()
     assert not errors and np.geterr() == before
+
+
+def test_cached_reshape_repeats_and_raises():
+    x0 = np.arange(24, dtype=np.float32)
+    x = jnp.array(x0)
+    for _ in range(2):
+        for s in ((4, 6), [2, -1, 3], (24,), (-1,)):
+            np.testing.assert_array_equal(jnp.reshape(x, s).read(), x0.reshape(s))
+        assert jnp.reshape(x, (24,))._node is x._node
+        for bad in ((5, 5), (-1, -1), (7, -1)):
+            with pytest.raises(ValueError):
+                jnp.reshape(x, bad)
