@@ -49,6 +49,8 @@ def call_ignoring(fn: Callable, *args: Any, **kwargs: Any) -> Any:
     if ERRVAR is None:
         with np.errstate(all="ignore"):
             return fn(*args, **kwargs)
+    if ERRVAR.get() is ERR_IGNORE:      # (inside the eager path's or another caller's ignoring)
+        return fn(*args, **kwargs)
     tok = ERRVAR.set(ERR_IGNORE)
     try:
         return fn(*args, **kwargs)
