@@ -2,11 +2,12 @@
 
 A transformer's projections (``[tokens, width] @ [width, n]``), its attention products and a
 ViT's patch embedding are too large for loops written out per step: :func:`gemm` runs them on
-the register-blocked micro-kernel of :mod:`mnnjit.backends.cpu.gemm.tile` (through
-:func:`~mnnjit.backends.cpu.gemm.conv.gemm_panels`). The left operand (the activations) is
-packed into panels of :data:`MR` rows per call, the right one is read in place as ``[k, n]``
-rows (constant weights sit that way in the plan's blob), and bias and activation are applied in
-one pass over each finished block of rows while it is in cache.
+the register-blocked 6x16 micro-kernel :func:`.plan_tile.tile_pf_f32`. The left operand (the
+activations) is read in place, six rows at a time (only a last partial panel is copied); the
+right one is constant weights laid out once in 16-column blocks (:func:`pack_b`, in the plan's
+blob; the next block is prefetched while the current one is used) or computed rows read in
+place; a bias per column and relu / relu6 are applied on the registers of the last pass over
+``k`` (a bias per row, a convolution's, in one pass over each finished block of rows).
 
 :func:`patch_im2col` lays out a convolution whose stride equals its kernel (no padding, no
 dilation: a ViT's patch embedding) as the ``[C*kh*kw, OH*OW]`` right operand, so the
@@ -25,6 +26,8 @@ from numba import njit
 
 from mnnjit.backends.cpu.gemm.conv import MR, NR, _pack_tail, _tail_block, _tile_r2, _tile_r4
 from mnnjit.backends.cpu.gemm.tile import tile_f32
+from mnnjit.backends.cpu.codegen.plan_tile import tile_pf_f32
+from mnnjit.backends.cpu.runtime.intrinsics import dot_f32
 
 __all__ = ["gemm", "gemm_batched", "pack_a", "pack_b", "patch_im2col", "scratch_size", "MR", "NR"]
 
@@ -61,43 +64,116 @@ def gemm(a, ta, m, k, b, bpk, n, c, bias, bmode, act, scratch):
 def gemm_cols(a, ta, m, k, b, bpk, ldn, jc, n, c, bias, bmode, act, scratch):
     """:func:`gemm`'s columns ``jc .. jc + n - 1`` of a product ``ldn`` columns wide (``b`` and
     ``c`` as :func:`gemm` takes them for ``ldn`` columns; ``jc`` a multiple of :data:`NR`): one
-    thread's share of a product split by columns (:mod:`.plan_gemm_par`)."""
-    rows_max = min(m, ROW_BLOCK)
-    npan_max = (rows_max + MR - 1) // MR
-    psize = npan_max * MR * k
-    ap = scratch[:psize]
+    thread's share of a product split by columns (:mod:`.plan_gemm_par`).
+
+    A is read in place (:func:`.plan_tile.tile_pf_f32` takes its rows at any strides); only a
+    last partial panel (``m % 6`` rows) is copied, zero padded, into the scratch."""
+    psize = ((min(m, ROW_BLOCK) + MR - 1) // MR) * MR * k
+    ap = scratch[:MR * k]
     btile = scratch[psize:psize + k * NR].reshape((k, NR))
     ctile = scratch[psize + k * NR:psize + k * NR + MR * NR]
     zb = scratch[psize + k * NR + MR * NR:psize + k * NR + MR * NR + MR]
     for r in range(MR):
         zb[r] = np.float32(0)
-    for i0 in range(0, m, ROW_BLOCK):
-        rows = min(ROW_BLOCK, m - i0)
-        npan = (rows + MR - 1) // MR
-        cb = c[i0 * ldn:(i0 + rows) * ldn]
-        if ta == 2:  # already panels (ROW_BLOCK is a multiple of MR: the block's start one)
-            _panels(a[i0 * k:(i0 + npan * MR) * k], rows, k, b, bpk, ldn, jc, n, cb, zb, btile, ctile)
-            _epilogue(cb, rows, ldn, jc, n, i0, bias, bmode, act)
-            continue
-        # the block's rows of A as panels: ap[q*k*MR + kk*MR + r] = A[i0 + q*MR + r, kk]
-        for q in range(npan):
-            base = q * k * MR
+    # element (i, kk) of A at a[i * sr + kk * sk]; panel q starts at a[q * ps]
+    if ta == 0:
+        sr, sk, ps = k, 1, MR * k
+    elif ta == 1:
+        sr, sk, ps = 1, m, MR
+    else:
+        sr, sk, ps = 1, MR, MR * k
+    nfull = n // NR
+    tail = n - nfull * NR
+    if tail:
+        if bpk:
+            t0 = (jc // NR + nfull) * NR * k
+            _pack_tail(btile, b[t0:t0 + k * tail].reshape((k, tail)), 0, k, tail)
+        else:
+            _pack_tail(btile, b[:k * ldn].reshape((k, ldn)), jc + nfull * NR, k, tail)
+    npf = m // MR
+    # a bias per column and the activation on the registers of the whole tiles' last pass
+    fused = bmode != 2
+    for i0 in range(0, npf * MR, ROW_BLOCK):
+        q0, q1 = i0 // MR, min(npf, (i0 + ROW_BLOCK) // MR)
+        _full(a, sr, sk, ps, q0, q1, k, b, bpk, ldn, jc, nfull, c, bias if bmode == 1 else zb, bmode == 1,
+              act if fused else 0)
+        cb = c[i0 * ldn:q1 * MR * ldn]
+        if tail:
+            _tail_cols(a, sr, sk, ps, q0, q1, k, ldn, jc + nfull * NR, tail, c, btile, ctile)
+            if fused:
+                _epilogue(cb, q1 * MR - i0, ldn, jc + nfull * NR, tail, i0, bias, bmode, act)
+        if not fused:
+            _epilogue(cb, q1 * MR - i0, ldn, jc, n, i0, bias, bmode, act)
+    rem = m - npf * MR
+    if rem:
+        if ta == 2:  # (packed panels: the last one is zero padded already)
+            ap = a[npf * MR * k:(npf + 1) * MR * k]
+        else:
+            # the last rows as a zero-padded panel: ap[kk*MR + r] = A[npf*MR + r, kk]
             for r in range(MR):
-                i = i0 + q * MR + r
-                if i < i0 + rows:
-                    if ta:
-                        for kk in range(k):
-                            ap[base + kk * MR + r] = a[kk * m + i]
-                    else:
-                        src = a[i * k:(i + 1) * k]
-                        for kk in range(k):
-                            ap[base + kk * MR + r] = src[kk]
-                else:
-                    for kk in range(k):
-                        ap[base + kk * MR + r] = np.float32(0)
-        _panels(ap, rows, k, b, bpk, ldn, jc, n, cb, zb, btile, ctile)
-        _epilogue(cb, rows, ldn, jc, n, i0, bias, bmode, act)
+                i = npf * MR + r
+                for kk in range(k):
+                    ap[kk * MR + r] = a[i * sr + kk * sk] if r < rem else np.float32(0)
+        cb = c[npf * MR * ldn:m * ldn]
+        _part(ap, rem, k, b, bpk, ldn, jc, n, cb, zb, btile, ctile)
+        _epilogue(cb, rem, ldn, jc, n, npf * MR, bias, bmode, act)
     return 0
+
+
+@njit(inline="always")
+def _full(a, sr, sk, ps, q0, q1, K, b, bpk, ldn, jc, nfull, c, bias, cbias, act):
+    """The whole 6x16 tiles of panels ``q0 .. q1 - 1`` (A at strides ``sr``, ``sk``; panel ``q``
+    at ``a[q * ps]``), straight into ``c``, in passes of :data:`KC` over ``K`` accumulated in C.
+    While the first panel runs over a block of B, the next block is prefetched (constant weights
+    come from L3: a transformer layer's exceed L2)."""
+    apt = a.ctypes.data
+    bptr = b.ctypes.data
+    cptr = c.ctypes.data
+    ldb = NR if bpk else ldn
+    jb0 = jc // NR
+    step = 4 * K * NR if bpk else 4 * NR
+    biasp = bias.ctypes.data
+    for k0 in range(0, K, KC):
+        kc = min(KC, K - k0)
+        last = k0 + kc >= K
+        for jb in range(nfull):
+            bp = bptr + 4 * (((jb0 + jb) * K + k0) * NR if bpk else k0 * ldn + jc + jb * NR)
+            pfd = step if jb + 1 < nfull else 0
+            bj = biasp + 4 * (jc + jb * NR) if cbias and last else 0
+            aj = act if last else 0
+            for q in range(q0, q1):
+                cp = cptr + 4 * (q * MR * ldn + jc + jb * NR)
+                tile_pf_f32(apt + 4 * (q * ps + k0 * sk), sr, sk, bp, ldb, cp, ldn, kc, cp if k0 else 0, ldn,
+                            pfd if q == q0 else 0, bj, aj)
+
+
+@njit(inline="always")
+def _tail_cols(a, sr, sk, ps, q0, q1, K, ldn, j0, t, c, btile, ctile):
+    """The last ``t`` (< 16) columns, from ``j0``, of panels ``q0 .. q1 - 1``: one or two columns
+    (packed as contiguous columns in ``btile``, column ``j`` at ``j * K``) as dot products with
+    the rows of A; more as a tile over ``btile``'s zero-padded rows into ``ctile``, copied out."""
+    if t <= 2:
+        flat = btile.reshape(-1)
+        for j in range(t):
+            col = flat[j * K:(j + 1) * K]
+            for q in range(q0, q1):
+                for r in range(MR):
+                    base = q * ps + r * sr
+                    if sk == 1:
+                        v = dot_f32(a[base:base + K], col)
+                    else:
+                        v = np.float32(0)
+                        for kk in range(K):
+                            v += a[base + kk * sk] * col[kk]
+                    c[(q * MR + r) * ldn + j0 + j] = v
+        return
+    cs = ctile.ctypes.data
+    for q in range(q0, q1):
+        tile_pf_f32(a.ctypes.data + 4 * q * ps, sr, sk, btile.ctypes.data, NR, cs, NR, K, 0, 0, 0, 0, 0)
+        for r in range(MR):
+            dst = c[(q * MR + r) * ldn + j0:(q * MR + r) * ldn + j0 + t]
+            for j in range(t):
+                dst[j] = ctile[r * NR + j]
 
 
 @njit(inline="always")
@@ -150,60 +226,37 @@ def pack_b(w: np.ndarray) -> np.ndarray:
 
 
 @njit(inline="always")
-def _panels(ap, rows, K, b, bpk, ldn, jc, n, c, zb, btile, ctile):
-    """``c[:rows, jc:jc + n] = A @ B[:, jc:jc + n]`` for the packed panels ``ap`` of A (``rows``
-    x ``K``), ``b`` flat B (``[K, ldn]`` rows, or with ``bpk`` the blocks of :func:`pack_b`),
-    ``c`` flat with row stride ``ldn``; ``jc`` a multiple of :data:`NR`: whole 6x16 tiles
-    straight into ``c`` in passes of :data:`KC` over ``K``, a partial last panel and the last
-    ``n % 16`` columns through the scratch tile ``ctile`` (``btile``: the packed tail columns)."""
-    npf = rows // MR
+def _part(ap, rows, K, b, bpk, ldn, jc, n, c, zb, btile, ctile):
+    """``c[:rows, jc:jc + n] = A @ B[:, jc:jc + n]`` for one packed, partial panel ``ap`` of A
+    (``rows`` < 6 rows, ``K`` deep), ``b`` flat B (``[K, ldn]`` rows, or with ``bpk`` the blocks
+    of :func:`pack_b`), ``c`` flat with row stride ``ldn`` (its first row the panel's): each
+    block through the scratch tile ``ctile`` (``btile``: the packed tail columns)."""
     nfull = n // NR
     tail = n - nfull * NR
     jb0 = jc // NR
-    apt = ap.ctypes.data
     bptr = b.ctypes.data
-    cptr = c.ctypes.data
     zp = zb.ctypes.data
     ldb = NR if bpk else ldn
-    for k0 in range(0, K, KC):
-        kc = min(KC, K - k0)
-        for jb in range(nfull):
-            bp = bptr + 4 * (((jb0 + jb) * K + k0) * NR if bpk else k0 * ldn + jc + jb * NR)
-            for q in range(npf):
-                cp = cptr + 4 * (q * MR * ldn + jc + jb * NR)
-                tile_f32(apt + 4 * (q * K * MR + k0 * MR), bp, ldb, cp, ldn, kc, zp, 0, cp if k0 else 0, ldn)
-    if tail:
-        if bpk:
-            t0 = (jb0 + nfull) * NR * K
-            _pack_tail(btile, b[t0:t0 + K * tail].reshape((K, tail)), 0, K, tail)
-        else:
-            _pack_tail(btile, b[:K * ldn].reshape((K, ldn)), jc + nfull * NR, K, tail)
     cs = ctile.ctypes.data
-    for q in range(npf + (1 if rows > npf * MR else 0)):
-        a = ap[q * K * MR:(q + 1) * K * MR]
-        r0 = q * MR
-        nr = min(MR, rows - r0)
-        for jb in range(nfull + (1 if tail else 0)):
-            j0 = jc + jb * NR
-            if jb < nfull:
-                if nr == MR:
-                    continue  # done above
-                bp = bptr + 4 * ((jb0 + jb) * K * NR if bpk else j0)
-                if nr <= 2:
-                    _tile_r2(a, c, bp, ldb, cs, NR, K, zp, 0, 0, 0)
-                elif nr <= 4:
-                    _tile_r4(a, c, bp, ldb, cs, NR, K, zp, 0, 0, 0)
-                else:
-                    tile_f32(a.ctypes.data, bp, ldb, cs, NR, K, zp, 0, 0, 0)
-                t = NR
+    for jb in range(nfull + (1 if tail else 0)):
+        j0 = jc + jb * NR
+        if jb < nfull:
+            bp = bptr + 4 * ((jb0 + jb) * K * NR if bpk else j0)
+            if rows <= 2:
+                _tile_r2(ap, c, bp, ldb, cs, NR, K, zp, 0, 0, 0)
+            elif rows <= 4:
+                _tile_r4(ap, c, bp, ldb, cs, NR, K, zp, 0, 0, 0)
             else:
-                _tail_block(a, c, btile.ctypes.data, NR, ctile, K, zp, 0, tail, True)
-                t = tail
-            for r in range(nr):
-                dst = c[(r0 + r) * ldn + j0:(r0 + r) * ldn + j0 + t]
-                src = ctile[r * NR:r * NR + t]
-                for j in range(t):
-                    dst[j] = src[j]
+                tile_f32(ap.ctypes.data, bp, ldb, cs, NR, K, zp, 0, 0, 0)
+            t = NR
+        else:
+            _tail_block(ap, c, btile.ctypes.data, NR, ctile, K, zp, 0, tail, True)
+            t = tail
+        for r in range(rows):
+            dst = c[r * ldn + j0:r * ldn + j0 + t]
+            src = ctile[r * NR:r * NR + t]
+            for j in range(t):
+                dst[j] = src[j]
 
 
 @njit(cache=True, nogil=True, error_model="numpy", boundscheck=False)

@@ -8,8 +8,9 @@ as C functions registered with LLVM's symbol table when this module is imported,
 calls them by name (resolved when the kernel is linked, compiled or loaded from the disk cache:
 its cache entry holds neither the GEMM's code nor an address):
 
-* :data:`SYMBOL` - :func:`.plan_gemm.gemm_cols` (the serial GEMM, any column range) on arrays
-  given by address and size;
+* :data:`SYMBOL` - :func:`.plan_gemm.gemm_cols` (the serial GEMM, any column range; A read in
+  place, constant B's next block prefetched, bias and activation on the last pass's registers)
+  on arrays given by address and size;
 * :data:`PAR_SYMBOL` - a ``parallel=True`` C function splitting a product over the calling
   thread's Numba team: a 2-D product by blocks of :data:`~.plan_gemm.NR` columns (each thread packs
   the same rows of A and runs a column range of B: a transformer's projections have few rows and
