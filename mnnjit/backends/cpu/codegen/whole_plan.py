@@ -430,12 +430,6 @@ def _elementwise(w: _Writer, node: Any, ins: tuple, out: int) -> None:
             raise _Unsupported("not broadcastable")
         views[k] = w.based(bv)
     o = w.fresh(out, node.size)
-    # one-element operands (a scale, a bias) read once before the loops: read in the loop, each
-    # store to the result might have changed them (LLVM cannot rule out the alias), which kept
-    # the loop scalar
-    hoisted = {k for k, i in enumerate(node.inputs) if i.size == 1 and k not in views}
-    for k in sorted(hoisted):
-        w.emit(f"a{k} = {names[k]}[0]")
     if views:
         idx, depth = plan_views.nest(w, shape, plan_views.loop_order(shape, list(views.values())))
         loads = [f"{views[k][0]}[{plan_views.index(views[k], idx)}]" if k in views
@@ -451,9 +445,8 @@ def _elementwise(w: _Writer, node: Any, ins: tuple, out: int) -> None:
         loads = [f"{nm}[{_bcast_index(i.shape, shape, idx)}]" for nm, i in zip(names, node.inputs)]
         at = _bcast_index(shape, shape, idx)
     args = [f"a{k}" for k in range(len(loads))]
-    for k, (a, load) in enumerate(zip(args, loads)):
-        if k not in hoisted:
-            w.emit(f"{a} = {load}", depth)
+    for a, load in zip(args, loads):
+        w.emit(f"{a} = {load}", depth)
     fast = _NAN_SAFE.get(op) or _VECTOR.get(op) or _FAST.get((op, "float32"))
     expr = fast.format(*args) if fast is not None else instantiate(op, args, params)
     w.emit(f"{o}[{at}] = np.float32({expr})", depth)
