@@ -21,7 +21,7 @@ from numba.extending import intrinsic
 from mnnjit.backends.cpu.runtime.intrinsics import bitcast_f32_i32, bitcast_i32_f32
 from mnnjit.backends.cpu.runtime.intrinsics import _C1, _C2, _LOG2E, _P0, _P1, _P2, _P3, _P4, _P5
 
-__all__ = ["softmax_rows", "layer_norm_rows"]
+__all__ = ["softmax_rows", "layer_norm_rows", "opaque"]
 
 
 @njit(fastmath={"reassoc"}, cache=True, nogil=True, boundscheck=False)
@@ -100,8 +100,9 @@ def _exp_inplace(a, n):
 
 
 @intrinsic
-def _opaque(typingctx, x):
-    """``x`` as an int64 the optimiser cannot see through (an empty inline assembly)."""
+def opaque(typingctx, x):
+    """``x`` as an int64 the optimiser cannot see through (an empty inline assembly): a loop
+    bound LLVM must not specialise on (see :func:`.plan_views.nest`)."""
     if not isinstance(x, types.Integer):
         return None
 
@@ -117,7 +118,7 @@ def softmax_rows(x, o, rows, n):
     (flat C order; ``o`` may not alias ``x``)."""
     # the sizes opaque: LLVM inlines this into a kernel step that passes them as constants and,
     # specialised to rows of 32, vectorised it worse (128 x 32: 9.1 us against 2.6)
-    rows, n = _opaque(rows), _opaque(n)
+    rows, n = opaque(rows), opaque(n)
     # blocks of rows, three passes each while they sit in L1: ``x - max`` per row, one exp over
     # the whole block (full vectors even for rows of 8), then each row's sum and scaling
     per = max(1, SOFTMAX_BLOCK // n)

@@ -430,6 +430,12 @@ def _elementwise(w: _Writer, node: Any, ins: tuple, out: int) -> None:
             raise _Unsupported("not broadcastable")
         views[k] = w.based(bv)
     o = w.fresh(out, node.size)
+    # one-element operands (a scale, a bias) read once before the loops: read in the loop, each
+    # store to the result might have changed them (LLVM cannot rule out the alias), which kept
+    # the loop scalar
+    hoisted = {k for k, i in enumerate(node.inputs) if i.size == 1 and k not in views}
+    for k in sorted(hoisted):
+        w.emit(f"a{k} = {names[k]}[0]")
     if views:
         idx, depth = plan_views.nest(w, shape, plan_views.loop_order(shape, list(views.values())))
         loads = [f"{views[k][0]}[{plan_views.index(views[k], idx)}]" if k in views
@@ -441,12 +447,13 @@ def _elementwise(w: _Writer, node: Any, ins: tuple, out: int) -> None:
         loads = [f"{nm}[{t}]" if i.size != 1 else f"{nm}[0]" for nm, i in zip(names, node.inputs)]
         at, depth = t, 1
     else:
-        idx, depth = w.nest(shape)
+        idx, depth = plan_views.nest(w, shape, range(len(shape)))
         loads = [f"{nm}[{_bcast_index(i.shape, shape, idx)}]" for nm, i in zip(names, node.inputs)]
         at = _bcast_index(shape, shape, idx)
     args = [f"a{k}" for k in range(len(loads))]
-    for a, load in zip(args, loads):
-        w.emit(f"{a} = {load}", depth)
+    for k, (a, load) in enumerate(zip(args, loads)):
+        if k not in hoisted:
+            w.emit(f"{a} = {load}", depth)
     fast = _NAN_SAFE.get(op) or _VECTOR.get(op) or _FAST.get((op, "float32"))
     expr = fast.format(*args) if fast is not None else instantiate(op, args, params)
     w.emit(f"{o}[{at}] = np.float32({expr})", depth)
@@ -709,7 +716,7 @@ import math
 import numpy as np
 import numba
 from mnnjit.backends.cpu.runtime.intrinsics import borrow, dot_f32, fast_expf
-from mnnjit.backends.cpu.codegen.plan_rows import layer_norm_rows, softmax_rows
+from mnnjit.backends.cpu.codegen.plan_rows import layer_norm_rows, opaque, softmax_rows
 
 
 @numba.njit(inline="always", cache=True)
