@@ -9,10 +9,12 @@ between a Tensorflow and a Caffe tensor of 4 dimensions transpose, as MNN does.
 from __future__ import annotations
 
 import os
+import sys
 from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from . import var as _var
 from .graph import Node
 from .hostmem import is_address, read_address, read_buffer
 
@@ -158,7 +160,9 @@ class Tensor:
         """Copy ``source``'s data into this tensor (converting between NHWC and NCHW layouts)."""
         if not isinstance(source, Tensor):
             raise TypeError(f"copyFrom expects a Tensor, got {type(source).__name__}")
-        data = self._as_layout(source._data, source._dim, self._dim)
+        data = source._data
+        if data.ndim == 4 and source._dim != self._dim:
+            data = self._as_layout(data, source._dim, self._dim)
         if data.size != self._data.size:
             raise ValueError(f"copyFrom: source shape {list(source.getShape())} does not fit this tensor's "
                              f"shape {list(self.getShape())}")
@@ -189,6 +193,23 @@ class Tensor:
 
     def __repr__(self) -> str:
         return repr(self._data)
+
+
+_getrefcount = sys.getrefcount
+
+
+def _own_output(outs: list, k: int) -> np.ndarray:
+    """Output ``k`` of a plan's ``outs`` (a new list per run) as an output tensor's data: the array
+    itself when nothing else holds it (a fresh result: no copy), else a copy (memory the plan keeps
+    or may write again)."""
+    arr = outs[k]
+    flags = arr.flags
+    # holders of ``outs``: the caller's local and this parameter (+ getrefcount's argument); of a
+    # fresh ``arr``: the list, this local and ``flags`` (+ the argument)
+    if flags.c_contiguous and flags.writeable and flags.owndata and arr.base is None \
+            and _var._COUNTS_HOLDERS and _getrefcount(outs) == 3 and _getrefcount(arr) == 4:
+        return arr
+    return np.array(arr, copy=True)
 
 
 class OpInfo:
@@ -328,7 +349,7 @@ class Interpreter:
         sig = []
         for spec in self._program.inputs:
             t = session.inputs[spec.name]
-            sig.append((t.getShape(), spec.dtype, spec.fmt))
+            sig.append((t._data.shape, spec.dtype, spec.fmt))
         return tuple(sig)
 
     def resizeSession(self, session: Session) -> None:  # noqa: N802
@@ -352,15 +373,24 @@ class Interpreter:
 
     def runSession(self, session: Session) -> int:  # noqa: N802
         """Run the model on the session's input tensors; outputs land in the output tensors. 0 = OK."""
-        sig = self._signature(session)
-        if session.plan is None or session.plan.signature != sig:
+        sig, arrays = [], []
+        tensors = session.inputs
+        for spec in self._program.inputs:      # (``_signature`` and ``_feeds`` in one pass)
+            data = tensors[spec.name]._data
+            sig.append((data.shape, spec.dtype, spec.fmt))
+            arrays.append(data if data.dtype is spec.dtype and data.flags.c_contiguous
+                          else np.ascontiguousarray(data, dtype=spec.dtype))
+        plan = session.plan
+        if plan is None or plan.signature != tuple(sig):
             self.resizeSession(session)
-        outs = session.plan.run(self._feeds(session))
-        for name, arr, fmt in zip(self._program.output_names, outs, session.plan.out_fmts):
-            t = session.outputs[name]
-            t._data = np.array(arr, copy=True)
-            t._type = _halide(t._data.dtype)
-            t._dim = _FMT_DIM.get(fmt, Tensor_DimensionType_Caffe)
+            plan = session.plan
+        outs = plan.run(arrays)
+        names, fmts = self._program.output_names, plan.out_fmts
+        for k in range(len(outs)):      # (no zip: ``_own_output`` counts the holders of ``outs``)
+            t = session.outputs[names[k]]
+            t._data = _own_output(outs, k)
+            t._type = _STORAGE.get(t._data.dtype) or _halide(t._data.dtype)
+            t._dim = _FMT_DIM.get(fmts[k], Tensor_DimensionType_Caffe)
         return 0
 
     def runSessionWithCallBack(self, session: Session, begin_callback: Callable | None = None,  # noqa: N802

@@ -27,6 +27,8 @@ from .translate import MNN_DTYPES, Ctx, NeedsValuesError, Translator
 _FMTS = ("NCHW", "NHWC", "NC4HW4")
 #: Plans kept per model (one per input signature, least recently used dropped first).
 MAX_PLANS = 16
+#: The most forwards between two asks for a plan kernel still compiling in the background.
+MAX_ASK_CALLS = 4096
 #: A plan whose nodes all have fewer elements than this runs on its step loop without importing Numba
 #: (the compiler's tiny-graph bound, ``compiler.whole.TINY_WORK``).
 TINY_WORK = whole.TINY_WORK
@@ -277,8 +279,13 @@ class ExecutionPlan:
                     self.run = self._fast  # type: ignore[method-assign]
                     compiled = self._compile_kernel(arrays)
                     if compiled is False:
-                        # compiling in the background: stay warm, ask again after as many calls
-                        self._hot = _plan_kernel_calls()
+                        # compiling in the background: stay warm and ask again later, from the
+                        # third ask on after twice as many calls each time (up to
+                        # ``MAX_ASK_CALLS``: each ask builds the kernel's source again, ~1 ms, a
+                        # cost a tight loop must not pay every few dozen calls)
+                        self._deferred = n = getattr(self, "_deferred", 0) + 1
+                        base = max(_plan_kernel_calls() or 0, 1)
+                        self._hot = min(base << max(0, n - 2), max(base, MAX_ASK_CALLS))
                         self.run = self._warm  # type: ignore[method-assign]
                     elif compiled is not None:
                         # a kernel whose products use the GEMM's threads: the model sets its thread

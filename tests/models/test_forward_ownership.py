@@ -201,3 +201,50 @@ def test_write_of_an_ndarray_takes_its_own_read_only_copy():
     c = F.const(x, [2, 3])
     c.write(x + 1)                                  # a constant: re-pointed at a new value
     assert c.read().tolist() == (x + 1).tolist() and not c._node.value.flags.writeable
+
+
+def test_a_kernel_still_compiling_is_asked_for_less_and_less_often(mlp, monkeypatch):
+    """Each ask rebuilds the kernel's source (~1 ms): while the background compile runs, a tight
+    loop asks after twice as many forwards each time, not every few dozen forwards."""
+    from mnnjit.backends import registry
+    backend = registry.current()
+    asks = []
+
+    def still_compiling(*args, **kwargs):
+        asks.append(1)
+        return False
+    monkeypatch.setattr(backend, "compile_step_list", still_compiling)
+    monkeypatch.setenv("MNNJIT_PLAN_KERNEL_CALLS", "4")
+    net = mnnjit.nn.load_module_from_file(mlp, ["x"], ["y"])
+    x = mnnjit.expr.const(X0, [1, 16], mnnjit.expr.NCHW)
+    want = net.forward(x).read().copy()
+    for _ in range(3000):
+        y = net.forward(x)
+    np.testing.assert_allclose(y.read(), want, rtol=1e-6)
+    assert 5 <= len(asks) <= 14           # 4, 4, 8, 16, ... (every 4 forwards: 750 asks)
+
+
+def test_session_outputs_take_fresh_results_and_copy_held_ones(mlp):
+    from mnnjit import session as session_mod
+    fresh = [np.ones((2, 2), np.float32)]
+    assert session_mod._own_output(fresh, 0) is fresh[0]
+    held = np.ones((2, 2), np.float32)
+    outs = [held]
+    got = session_mod._own_output(outs, 0)
+    assert got is not held and not np.shares_memory(got, held)
+
+    it = mnnjit.Interpreter(mlp)
+    sess = it.createSession({"numThread": 1})
+    net = mnnjit.nn.load_module_from_file(mlp, ["x"], ["y"])
+    inp, out, kept = it.getSessionInput(sess), it.getSessionOutput(sess, "y"), []
+    for k in range(4):
+        x = X0 + np.float32(k)
+        inp.copyFrom(mnnjit.Tensor([1, 16], mnnjit.Halide_Type_Float, x, mnnjit.Tensor_DimensionType_Caffe))
+        it.runSession(sess)
+        data = out._data
+        kept.append((data, data.copy()))
+        want = net.forward(mnnjit.expr.const(x, [1, 16])).read()
+        np.testing.assert_allclose(out.getNumpyData(), want, rtol=1e-6)
+    for data, snapshot in kept:                 # later runs never wrote into an earlier output
+        np.testing.assert_array_equal(data, snapshot)
+    assert len({id(d) for d, _ in kept}) == len(kept)
