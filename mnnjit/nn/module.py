@@ -281,25 +281,27 @@ class _Module:
             # onForward's fast path written out for one input (a tiny model's forward takes a
             # few microseconds: a shared helper measured 0.5 us slower per forward)
             kind = type(inputs)
-            v = inputs if kind is Var else (
-                inputs[0] if (kind is list or kind is tuple) and len(inputs) == 1 else None)
-            if type(v) is Var:
-                node = v._node
-                if node.shape == fast[0] and node.dtype is fast[1] and node.fmt == fast[2]:
-                    arr = node.value if node.live else node._value
-                    if arr is not None:
-                        plan = fast[3]
-                        threads = self._threads
-                        if threads and (fast[4] or plan._fast is None or plan.threaded):
-                            _set_threads(threads)
-                        outs = plan.run([arr])
-                        fmts = plan.out_fmts
-                        if kind is Var:
-                            return _result(outs, 0, fmts[0])
-                        res = []
-                        for k in range(len(outs)):
-                            res.append(_result(outs, k, fmts[k]))
-                        return res
+            if kind is Var:
+                node = inputs._node
+            elif (kind is list or kind is tuple) and len(inputs) == 1 and type(inputs[0]) is Var:
+                node = inputs[0]._node
+            else:
+                node = None
+            shape, dtype, fmt, plan, other = fast
+            if node is not None and node.dtype is dtype and node.shape == shape and node.fmt == fmt:
+                arr = node.value if node.live else node._value
+                if arr is not None:
+                    threads = self._threads
+                    if threads and (other or plan._fast is None or plan.threaded):
+                        _set_threads(threads)
+                    outs = plan.run([arr])
+                    fmts = plan.out_fmts
+                    if kind is Var:
+                        return _result(outs, 0, fmts[0])
+                    res = []
+                    for k in range(len(outs)):
+                        res.append(_result(outs, k, fmts[k]))
+                    return res
         outs = self.onForward(inputs)
         if isinstance(inputs, (Var, np.ndarray)):
             return outs[0]
