@@ -48,8 +48,10 @@ def const(value_list: Any, shape: Sequence[int] | None = None, data_format: Any 
         hit = _LAST_ARGS
         if hit[0] is not dtype or hit[1] is not data_format:
             hit = _CONST_ARGS.get((id(dtype), id(data_format)))
+            if hit is not None and (hit[0] is not dtype or hit[1] is not data_format):
+                hit = None
         dt = value_list.dtype
-        if hit is not None and hit[0] is dtype and hit[1] is data_format and (dt is hit[2] or dt == hit[2]):
+        if hit is not None and (dt is hit[2] or dt == hit[2]):
             if shape is None or value_list.shape == (shape if type(shape) is tuple else tuple(shape)):
                 arr = value_list.copy()     # (C order: the Var's own contiguous copy)
             else:
