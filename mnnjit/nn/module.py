@@ -66,6 +66,8 @@ def _result(outs: list, k: int, fmt: str) -> Var:
     is copied into such an array; a read-only array others hold (a graph's cached value) is kept
     as a plain constant, copied by ``read()``."""
     arr = outs[k]
+    if type(arr) is not np.ndarray:     # (a numpy scalar: a 0-d array of its own)
+        arr = np.asarray(arr)
     flags = arr.flags
     # holders of ``outs``: the caller's local and this parameter (+ getrefcount's argument): a
     # plan keeping the list would keep its arrays. A fresh array is held by the list, this local

@@ -248,3 +248,10 @@ def test_session_outputs_take_fresh_results_and_copy_held_ones(mlp):
     for data, snapshot in kept:                 # later runs never wrote into an earlier output
         np.testing.assert_array_equal(data, snapshot)
     assert len({id(d) for d, _ in kept}) == len(kept)
+
+
+def test_result_of_a_numpy_scalar_is_a_0d_array_of_its_own():
+    outs = [np.float32(2.5)]
+    v = module_mod._result(outs, 0, "NCHW")
+    r = v.read()
+    assert r.shape == () and r.dtype == np.float32 and float(r) == 2.5 and r.flags.writeable
