@@ -17,7 +17,7 @@ pg = pytest.importorskip("mnnjit.backends.cpu.codegen.plan_gemm")
 # (m, k, n): whole panels and blocks; 1-5 rows left over; 1, 2, 3 and 15 tail columns; k over
 # one pass (KC = 256) and m over one row block (ROW_BLOCK = 96); fewer rows than a panel
 SHAPES = [(12, 16, 32), (65, 40, 65), (64, 33, 66), (32, 20, 35), (7, 300, 47), (100, 520, 48),
-          (5, 9, 17), (1, 8, 16), (13, 1, 18), (8, 64, 192)]
+          (5, 9, 17), (1, 8, 16), (13, 1, 18), (8, 64, 192), (4, 270, 20)]
 
 
 def _want(a, w, bias, bmode, act):

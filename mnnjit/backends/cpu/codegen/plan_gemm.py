@@ -25,7 +25,7 @@ import numpy as np
 from numba import njit
 
 from mnnjit.backends.cpu.gemm.conv import MR, NR, _pack_tail, _tail_block, _tile_r2, _tile_r4
-from mnnjit.backends.cpu.gemm.tile import tile_f32
+from mnnjit.backends.cpu.gemm.tile import tile16r2_f32, tile16r4_f32, tile_f32
 from mnnjit.backends.cpu.codegen.plan_tile import tile_pf_f32
 from mnnjit.backends.cpu.runtime.intrinsics import dot_f32
 
@@ -91,19 +91,6 @@ def gemm_cols(a, ta, m, k, b, bpk, ldn, jc, n, c, bias, bmode, act, scratch):
         else:
             _pack_tail(btile, b[:k * ldn].reshape((k, ldn)), jc + nfull * NR, k, tail)
     npf = m // MR
-    # a bias per column and the activation on the registers of the whole tiles' last pass
-    fused = bmode != 2
-    for i0 in range(0, npf * MR, ROW_BLOCK):
-        q0, q1 = i0 // MR, min(npf, (i0 + ROW_BLOCK) // MR)
-        _full(a, sr, sk, ps, q0, q1, k, b, bpk, ldn, jc, nfull, c, bias if bmode == 1 else zb, bmode == 1,
-              act if fused else 0)
-        cb = c[i0 * ldn:q1 * MR * ldn]
-        if tail:
-            _tail_cols(a, sr, sk, ps, q0, q1, k, ldn, jc + nfull * NR, tail, c, btile, ctile)
-            if fused:
-                _epilogue(cb, q1 * MR - i0, ldn, jc + nfull * NR, tail, i0, bias, bmode, act)
-        if not fused:
-            _epilogue(cb, q1 * MR - i0, ldn, jc, n, i0, bias, bmode, act)
     rem = m - npf * MR
     if rem:
         if ta == 2:  # (packed panels: the last one is zero padded already)
@@ -114,16 +101,52 @@ def gemm_cols(a, ta, m, k, b, bpk, ldn, jc, n, c, bias, bmode, act, scratch):
                 i = npf * MR + r
                 for kk in range(k):
                     ap[kk * MR + r] = a[i * sr + kk * sk] if r < rem else np.float32(0)
+    # that panel runs with the whole ones, on each block of B while it is in L1 (alone after
+    # them, it read every block again from L2 or L3), into a scratch tile per block: one tile
+    # reused when one pass covers K, else one per block accumulating the passes (when they fit
+    # the scratch's free part; else the panel runs alone at the end)
+    acc_stride = 0 if k <= KC else MR * NR
+    joint = rem > 0 and (k <= KC or MR * k + nfull * MR * NR <= psize)
+    acc = ctile if acc_stride == 0 else scratch[MR * k:MR * k + nfull * MR * NR + MR * NR]
+    # a bias per column and the activation on the registers of the whole tiles' last pass
+    fused = bmode != 2
+    qb = ROW_BLOCK // MR
+    nblk = max(1, (npf + qb - 1) // qb)
+    for blk in range(nblk):
+        q0, q1 = blk * qb, min(npf, (blk + 1) * qb)
+        rr = rem if joint and blk == nblk - 1 else 0
+        _full(a, sr, sk, ps, q0, q1, k, b, bpk, ldn, jc, nfull, c, bias if bmode == 1 else zb, bmode == 1,
+              act if fused else 0, ap, rr, acc, acc_stride, npf * MR, zb)
+        i0 = q0 * MR
+        cb = c[i0 * ldn:q1 * MR * ldn]
+        if tail and q1 > q0:
+            _tail_cols(a, sr, sk, ps, q0, q1, k, ldn, jc + nfull * NR, tail, c, btile, ctile)
+            if fused:
+                _epilogue(cb, q1 * MR - i0, ldn, jc + nfull * NR, tail, i0, bias, bmode, act)
+        if not fused:
+            _epilogue(cb, q1 * MR - i0, ldn, jc, n, i0, bias, bmode, act)
+    if rem:
         cb = c[npf * MR * ldn:m * ldn]
-        _part(ap, rem, k, b, bpk, ldn, jc, n, cb, zb, btile, ctile)
-        _epilogue(cb, rem, ldn, jc, n, npf * MR, bias, bmode, act)
+        if not joint:
+            _part(ap, rem, k, b, bpk, ldn, jc, 0, n, cb, zb, btile, ctile)
+            _epilogue(cb, rem, ldn, jc, n, npf * MR, bias, bmode, act)
+        else:
+            if tail:
+                _part(ap, rem, k, b, bpk, ldn, jc, nfull, n, cb, zb, btile, ctile)
+                if fused:
+                    _epilogue(cb, rem, ldn, jc + nfull * NR, tail, npf * MR, bias, bmode, act)
+            if not fused:
+                _epilogue(cb, rem, ldn, jc, n, npf * MR, bias, bmode, act)
     return 0
 
 
 @njit(inline="always")
-def _full(a, sr, sk, ps, q0, q1, K, b, bpk, ldn, jc, nfull, c, bias, cbias, act):
+def _full(a, sr, sk, ps, q0, q1, K, b, bpk, ldn, jc, nfull, c, bias, cbias, act, ap, rem, acc, acc_stride, i_rem,
+          zb):
     """The whole 6x16 tiles of panels ``q0 .. q1 - 1`` (A at strides ``sr``, ``sk``; panel ``q``
-    at ``a[q * ps]``), straight into ``c``, in passes of :data:`KC` over ``K`` accumulated in C.
+    at ``a[q * ps]``), straight into ``c``, in passes of :data:`KC` over ``K`` accumulated in C;
+    with ``rem`` > 0 also the packed partial panel ``ap`` (C's rows ``i_rem ..``) on each block,
+    into ``acc`` (block ``jb`` at ``jb * acc_stride``) and copied out after the last pass.
     While the first panel runs over a block of B, the next block is prefetched (constant weights
     come from L3: a transformer layer's exceed L2)."""
     apt = a.ctypes.data
@@ -145,6 +168,31 @@ def _full(a, sr, sk, ps, q0, q1, K, b, bpk, ldn, jc, nfull, c, bias, cbias, act)
                 cp = cptr + 4 * (q * MR * ldn + jc + jb * NR)
                 tile_pf_f32(apt + 4 * (q * ps + k0 * sk), sr, sk, bp, ldb, cp, ldn, kc, cp if k0 else 0, ldn,
                             pfd if q == q0 else 0, bj, aj)
+            if rem:
+                ab = acc[jb * acc_stride:jb * acc_stride + MR * NR]
+                accp = ab.ctypes.data
+                app = ap.ctypes.data + 4 * k0 * MR
+                res = accp if k0 else 0
+                if rem <= 2:
+                    tile16r2_f32(app, bp, ldb, accp, NR, kc, zb.ctypes.data, 0, res, NR)
+                elif rem <= 4:
+                    tile16r4_f32(app, bp, ldb, accp, NR, kc, zb.ctypes.data, 0, res, NR)
+                else:
+                    tile_pf_f32(app, 1, MR, bp, ldb, accp, NR, kc, res, NR, pfd if q1 == q0 else 0, 0, 0)
+                if last:
+                    j0 = jc + jb * NR
+                    for r in range(rem):
+                        dst = c[(i_rem + r) * ldn + j0:(i_rem + r) * ldn + j0 + NR]
+                        for j in range(NR):
+                            v = ab[r * NR + j]
+                            if cbias:
+                                v += bias[j0 + j]
+                            if act == 1:
+                                v = v if not (v < np.float32(0)) else np.float32(0)
+                            elif act == 2:
+                                v = v if not (v < np.float32(0)) else np.float32(0)
+                                v = v if not (v > np.float32(6)) else np.float32(6)
+                            dst[j] = v
 
 
 @njit(inline="always")
@@ -226,9 +274,9 @@ def pack_b(w: np.ndarray) -> np.ndarray:
 
 
 @njit(inline="always")
-def _part(ap, rows, K, b, bpk, ldn, jc, n, c, zb, btile, ctile):
+def _part(ap, rows, K, b, bpk, ldn, jc, jfrom, n, c, zb, btile, ctile):
     """``c[:rows, jc:jc + n] = A @ B[:, jc:jc + n]`` for one packed, partial panel ``ap`` of A
-    (``rows`` < 6 rows, ``K`` deep), ``b`` flat B (``[K, ldn]`` rows, or with ``bpk`` the blocks
+    (``rows`` < 6 rows, ``K`` deep; its column blocks from ``jfrom``), ``b`` flat B (``[K, ldn]`` rows, or with ``bpk`` the blocks
     of :func:`pack_b`), ``c`` flat with row stride ``ldn`` (its first row the panel's): each
     block through the scratch tile ``ctile`` (``btile``: the packed tail columns)."""
     nfull = n // NR
@@ -238,7 +286,7 @@ def _part(ap, rows, K, b, bpk, ldn, jc, n, c, zb, btile, ctile):
     zp = zb.ctypes.data
     ldb = NR if bpk else ldn
     cs = ctile.ctypes.data
-    for jb in range(nfull + (1 if tail else 0)):
+    for jb in range(jfrom, nfull + (1 if tail else 0)):
         j0 = jc + jb * NR
         if jb < nfull:
             bp = bptr + 4 * ((jb0 + jb) * K * NR if bpk else j0)

@@ -9,7 +9,8 @@ calls them by name (resolved when the kernel is linked, compiled or loaded from 
 its cache entry holds neither the GEMM's code nor an address):
 
 * :data:`SYMBOL` - :func:`.plan_gemm.gemm_cols` (the serial GEMM, any column range; A read in
-  place, constant B's next block prefetched, bias and activation on the last pass's registers)
+  place, a partial last panel on each block of B with the whole ones, constant B's next block
+  prefetched, bias and activation on the last pass's registers)
   on arrays given by address and size;
 * :data:`PAR_SYMBOL` - a ``parallel=True`` C function splitting a product over the calling
   thread's Numba team: a 2-D product by blocks of :data:`~.plan_gemm.NR` columns (each thread packs

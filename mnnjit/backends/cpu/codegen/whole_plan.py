@@ -61,7 +61,7 @@ MAX_PLAN_STEPS = 20000
 NARROW = 16
 
 #: Part of every generated source: bump it when the generated code or the helpers it calls change.
-PLAN_KERNEL_VERSION = 21
+PLAN_KERNEL_VERSION = 22
 
 #: Constants in the blob start at multiples of this many elements (64-byte lines).
 _ALIGN = 16
