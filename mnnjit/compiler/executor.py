@@ -214,7 +214,7 @@ def _eager(node: Node, thr: int) -> bool:
                     break
             if base is not out and (not out.flags.c_contiguous or getattr(base, "nbytes", -1) != out.nbytes):
                 out = np.array(out, order="C")
-        out.setflags(write=False)
+        out.setflags(False)     # (read-only; positional: the keyword costs ~0.15 us more)
     node._value = out
     node.stamp = wc
     return True
@@ -306,7 +306,7 @@ def eager_value(node: Node, handed_out: bool = False):
     if out.dtype is not dtype and out.dtype != dtype:
         out = out.astype(dtype)
     if not handed_out:
-        out.setflags(write=False)
+        out.setflags(False)     # (read-only; positional: the keyword costs ~0.15 us more)
     node._value = out
     node.stamp = wc
     return out

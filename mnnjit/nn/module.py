@@ -58,6 +58,18 @@ def _backend_settings(name: str | None, rt: RuntimeManager | None) -> Any:
     return registry.get("npu").options(**opts)
 
 
+def _own_var(arr: np.ndarray, fmt: str) -> Var:
+    """A Var whose own memory is ``arr``: a fresh, C-contiguous array nothing else holds, in a
+    format other than NC4HW4 (``Node.constant`` written out: once per output and forward)."""
+    node = _new(OwnConst)
+    node.op, node.inputs, node.attrs, node.name = "const", (), {}, ""
+    node.shape, node.dtype, node.fmt, node._value = arr.shape, arr.dtype, fmt, arr
+    node.live, node.stamp = False, _graph._write_counter
+    v = _new(Var)
+    v._node = node
+    return v
+
+
 def _result(outs: list, k: int, fmt: str) -> Var:
     """A Var on output ``k`` of a plan's ``outs`` (a new list per forward). An array this call's
     alone (nothing but ``outs`` holds it: a plan's fresh output, see ``var.OwnConst``) becomes the
@@ -74,14 +86,7 @@ def _result(outs: list, k: int, fmt: str) -> Var:
     # and ``flags`` (+ the argument).
     if flags.c_contiguous and flags.writeable and flags.owndata and arr.base is None and fmt != "NC4HW4" \
             and _var._COUNTS_HOLDERS and _getrefcount(outs) == 3 and _getrefcount(arr) == 4:
-        # (``Node.constant`` written out: once per output and forward)
-        node = _new(OwnConst)
-        node.op, node.inputs, node.attrs, node.name = "const", (), {}, ""
-        node.shape, node.dtype, node.fmt, node._value = arr.shape, arr.dtype, fmt, arr
-        node.live, node.stamp = False, _graph._write_counter
-        v = _new(Var)
-        v._node = node
-        return v
+        return _own_var(arr, fmt)
     v = _new(Var)
     if fmt == "NC4HW4" or not flags.c_contiguous:
         del flags
@@ -125,6 +130,10 @@ class _Module:
         self._fast_path: tuple | None = None
         #: ``forward``'s copy of ``_fast_path`` for one input (see ``onForward``), or None
         self._fast1: tuple | None = None
+        #: ``forward``'s shortest path, once ``_fast1``'s plan runs as one compiled kernel with one
+        #: output and no thread count to set: (shape, dtype, fmt, the kernel's ``run.one``,
+        #: output format), or None
+        self._one: tuple | None = None
         self._params: list[Var] = []
         #: Worker threads for compiled kernels (RuntimeManager numThread / thread_num), 0 = default.
         self._threads = runtime_manager.num_thread if runtime_manager is not None else 0
@@ -257,6 +266,7 @@ class _Module:
             self._fast_path = fast
             # forward's one-input copy: (shape, dtype, fmt, plan, whether the plan is no ExecutionPlan:
             # kernel steps set their thread count per forward)
+            self._one = None
             self._fast1 = None if fast is None or len(keys) != 1 else \
                 keys[0] + (plan, not isinstance(plan, ExecutionPlan))
         else:
@@ -277,6 +287,22 @@ class _Module:
 
     def forward(self, inputs: Any) -> Var | list[Var]:
         """Run the model: a list of outputs for a list of inputs, the first output for one Var."""
+        one = self._one
+        if one is not None and type(inputs) is Var:
+            # a tiny model's whole forward (a few microseconds: every attribute read counts)
+            node = inputs._node
+            if node.dtype is one[1] and node.shape == one[0] and node.fmt == one[2] and not node.live:
+                arr = node._value
+                if arr is not None:
+                    arr = one[3](arr)
+                    # (``_own_var`` written out)
+                    node = _new(OwnConst)
+                    node.op, node.inputs, node.attrs, node.name = "const", (), {}, ""
+                    node.shape, node.dtype, node.fmt, node._value = arr.shape, arr.dtype, one[4], arr
+                    node.live, node.stamp = False, _graph._write_counter
+                    v = _new(Var)
+                    v._node = node
+                    return v
         fast = self._fast1
         if fast is not None:
             # one Var (alone or in a list) of the last call's shape, dtype and format:
@@ -296,6 +322,15 @@ class _Module:
                     threads = self._threads
                     if threads and (other or plan._fast is None or plan.threaded):
                         _set_threads(threads)
+                    if kind is Var:
+                        # a one-output kernel's own call: its output is fresh, this Var's alone
+                        one = getattr(plan.run, "one", None)
+                        if one is not None:
+                            out_fmt = plan.out_fmts[0]
+                            if out_fmt != "NC4HW4":
+                                if not (threads and (other or plan._fast is None or plan.threaded)):
+                                    self._one = (shape, dtype, fmt, one, out_fmt)
+                                return _own_var(one(arr), out_fmt)
                     outs = plan.run([arr])
                     fmts = plan.out_fmts
                     if kind is Var:
@@ -368,7 +403,7 @@ class _Module:
         """Drop the execution plans built so far (and the children's)."""
         if self._program is not None:
             self._program._plans.clear()
-        self._last = self._fast_path = self._fast1 = None
+        self._last = self._fast_path = self._fast1 = self._one = None
         for c in self._children:
             c.clear_cache()
 

@@ -38,16 +38,19 @@ def mlp(tmp_path_factory) -> str:
 X0 = np.random.default_rng(0).standard_normal((1, 16)).astype(np.float32)
 
 
-def _scenario(M, path: str, outputs: list[str], calls: int = 6) -> tuple[list, list, list, object]:
+def _scenario(M, path: str, outputs: list[str], calls: int = 6, single: bool = False) -> tuple[list, list, list, object]:
     """A user's loop: forward, read, write into the result, read again, compute from the output,
-    forward again. Returns the flags seen, the values seen, (snapshot, array) pairs of every
-    returned array, and the module."""
+    forward again (``single``: one Var in, one Var out). Returns the flags seen, the values seen,
+    (snapshot, array) pairs of every returned array, and the module."""
     F = M.expr
     net = M.nn.load_module_from_file(path, ["x"], outputs)
     flags, values, kept = [], [], []
     for k in range(calls):
         x = X0 + np.float32(k)
-        ys = net.forward([F.const(x, [1, 16], F.NCHW)])
+        if single:
+            ys = [net.forward(F.const(x, [1, 16], F.NCHW))]
+        else:
+            ys = net.forward([F.const(x, [1, 16], F.NCHW)])
         for y in ys:
             r = y.read()
             r2 = y.read()
@@ -60,9 +63,9 @@ def _scenario(M, path: str, outputs: list[str], calls: int = 6) -> tuple[list, l
     return flags, values, kept, net
 
 
-def _check(path: str, outputs: list[str]) -> None:
-    got = _scenario(mnnjit, path, outputs)
-    want = _scenario(MNN, path, outputs)
+def _check(path: str, outputs: list[str], single: bool = False) -> None:
+    got = _scenario(mnnjit, path, outputs, single=single)
+    want = _scenario(MNN, path, outputs, single=single)
     assert got[0] == want[0]
     for g, w in zip(got[1], want[1]):
         np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
@@ -78,6 +81,26 @@ def test_outputs_are_handed_out_as_real_mnn_does(mlp, monkeypatch, outputs):
     third forward) the compiled whole-plan kernel."""
     monkeypatch.setenv("MNNJIT_PLAN_KERNEL_CALLS", "0")
     _check(mlp, outputs)
+
+
+def test_one_var_forward_of_a_compiled_kernel_takes_the_shortest_path(mlp, monkeypatch):
+    """One Var in and out of a one-output compiled kernel: ``forward``'s shortest path (the
+    kernel's ``run.one``), with the same ownership as every other path; another input shape (or
+    a placeholder) leaves it for the full path."""
+    monkeypatch.setenv("MNNJIT_PLAN_KERNEL_CALLS", "0")
+    _check(mlp, ["y"], single=True)
+    net = mnnjit.nn.load_module_from_file(mlp, ["x"], ["y"])
+    F = mnnjit.expr
+    for _ in range(4):
+        net.forward(F.const(X0, [1, 16], F.NCHW))
+    assert net._one is not None
+    want = MNN.nn.load_module_from_file(mlp, ["x"], ["y"]).forward(MNN.expr.const(X0, [1, 16], MNN.expr.NCHW)).read()
+    np.testing.assert_allclose(net.forward(F.const(X0, [1, 16], F.NCHW)).read(), want, rtol=1e-5, atol=1e-6)
+    ph = F.placeholder([1, 16], F.NCHW)
+    ph.write(X0)
+    np.testing.assert_allclose(net.forward(ph).read(), want, rtol=1e-5, atol=1e-6)
+    with pytest.raises(ValueError):
+        net.forward(F.const(np.zeros((1, 15), np.float32), [1, 15], F.NCHW))
 
 
 def test_graph_path_outputs_are_copied_on_read(mlp, monkeypatch):

@@ -950,24 +950,31 @@ def _runner(entry: Callable, disp: Callable, used: list[int], blob: np.ndarray,
     """The plan's ``run``: fresh output arrays of ``shapes`` filled by the kernel from the used
     inputs and the blob (through the dispatcher when the entry refuses the arrays: another layout
     or dtype than the first call's), on a workspace of ``wsn`` float32 values from a pool (one
-    per call running at once: threads may share the plan)."""
+    per call running at once: threads may share the plan). With one input and one output,
+    ``run.one(x)`` returns that output array alone."""
     empty = np.empty
     pool: list[np.ndarray] = []
     if used == [0] and len(shapes) == 1:
         shape = shapes[0]
 
-        def run(arrays: list[np.ndarray]) -> list[np.ndarray]:
+        def one(x: np.ndarray) -> np.ndarray:
             out = empty(shape, F32)
             try:
                 ws = pool.pop()     # (list.pop / append are atomic: no lock)
             except IndexError:
                 ws = empty(wsn, F32)
             try:
-                entry(arrays[0], blob, out, ws)
+                entry(x, blob, out, ws)
             except (TypeError, ValueError, NotImplementedError):
-                disp(arrays[0], blob, out, ws)
+                disp(x, blob, out, ws)
             pool.append(ws)
-            return [out]
+            return out
+
+        def run(arrays: list[np.ndarray]) -> list[np.ndarray]:
+            return [one(arrays[0])]
+        # a one-input, one-output model's forward calls ``one`` itself: no lists, and the output
+        # is known fresh (nothing else holds it), so no holder count before handing it out
+        run.one = one  # type: ignore[attr-defined]
         return run
 
     def run_any(arrays: list[np.ndarray]) -> list[np.ndarray]:
