@@ -24,7 +24,7 @@ from .. import graph as graph_mod
 from ..graph import Node, topo_order
 from .. import settings as config
 from ..settings import counters
-from ..ops.fperr import ERR_IGNORE, ERRVAR, RUN_IGNORING as _RUN_IGNORING
+from ..ops.fperr import ERR_IGNORE, ERRVAR, LOCAL as _FP_LOCAL, thread_runner as _fp_thread_runner
 from ..ops.evaluate import compute_node as _compute_node
 from ..ops.evaluate import run_order
 from .fusion import REDUCE_OPS
@@ -288,8 +288,12 @@ def eager_value(node: Node, handed_out: bool = False):
         if a.size >= thr or b.size >= thr:
             return None
     try:
-        out = _RUN_IGNORING(fn, a) if unary else _RUN_IGNORING(fn, a, b)
-    except RuntimeError:    # its context is in use (another thread), or fn's own error: the variable
+        run = _FP_LOCAL.run
+    except AttributeError:  # this thread's first call
+        run = _fp_thread_runner()
+    try:
+        out = run(fn, a) if unary else run(fn, a, b)
+    except RuntimeError:    # its context is in use (a call from inside it), or fn's own error: the variable
         tok = _ERRVAR.set(_ERR_IGNORE)
         try:
             out = fn(a) if unary else fn(a, b)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import threading
 from typing import Any, Callable
 
 import numpy as np
@@ -28,20 +29,24 @@ def _context_var():
 ERRVAR, ERR_IGNORE = _context_var()
 
 
-def _ignoring_runner():
+#: ``LOCAL.run(ufunc, *arrays)``: the ufunc run in this thread's own context whose numpy error
+#: state ignores everything (entering it costs less than setting and resetting the variable:
+#: ~0.3 us of a small call). Only for numpy ufuncs on plain arrays: nothing else of the caller's
+#: context is visible inside. A context can be entered by one thread at a time, so each thread
+#: has its own; ``thread_runner()`` makes it on a thread's first use (``LOCAL.run`` raises
+#: AttributeError until then). Raises RuntimeError for a call from inside it: then use
+#: ``call_ignoring``.
+LOCAL = threading.local()
+
+
+def thread_runner() -> Callable | None:
+    """This thread's ``LOCAL.run`` (made on first use), or None where ``ERRVAR`` is not available."""
     if ERRVAR is None:
         return None
     ctx = contextvars.Context()
     ctx.run(ERRVAR.set, ERR_IGNORE)
+    LOCAL.run = ctx.run
     return ctx.run
-
-
-#: ``RUN_IGNORING(ufunc, *arrays)``: the ufunc run in a context of its own whose numpy error state
-#: ignores everything (entering it costs less than setting and resetting the variable: ~0.3 us of
-#: a small call). Only for numpy ufuncs on plain arrays: nothing else of the caller's context is
-#: visible inside. Raises RuntimeError while the context is entered (another thread in it, or a
-#: call from inside it): then use ``call_ignoring``. None where ``ERRVAR`` is not available.
-RUN_IGNORING = _ignoring_runner()
 
 
 def call_ignoring(fn: Callable, *args: Any, **kwargs: Any) -> Any:

@@ -121,3 +121,59 @@ def test_multi_output_nodes_compute_once_for_all_their_outputs(monkeypatch):
     u, s, vh = [p.read() for p in jnp.linalg.svd(jnp.array(a0))]
     assert len(calls) == 1
     np.testing.assert_allclose((u * s) @ vh, a0, atol=1e-4)
+
+
+def test_threads_each_run_in_their_own_error_state_context(monkeypatch):
+    """Threads computing small ufunc results at once each enter a context of their own (one
+    context can be entered by one thread at a time): no thread falls back to setting numpy's
+    error-state variable, every result is numpy's, and no floating-point warning escapes."""
+    import threading
+    import warnings
+    from mnnjit.ops import fperr
+
+    if fperr.ERRVAR is None:
+        pytest.skip("numpy without the error-state context variable")
+    fallbacks = []
+    real_set = executor._ERRVAR.set
+
+    class _Spy:
+        def set(self, value):
+            fallbacks.append(threading.get_ident())
+            return real_set(value)
+
+        def reset(self, token):
+            return executor._ERRVAR_REAL.reset(token)
+
+    monkeypatch.setattr(executor, "_ERRVAR_REAL", executor._ERRVAR, raising=False)
+    monkeypatch.setattr(executor, "_ERRVAR", _Spy())
+    runners, errors = {}, []
+    start = threading.Barrier(3)
+
+    def work(seed: int) -> None:
+        try:
+            rng = np.random.default_rng(seed)
+            x = rng.standard_normal(257).astype(np.float32)
+            y = rng.standard_normal(257).astype(np.float32)
+            x[:3] = [1.0, 0.0, -1.0]
+            y[:3] = 0.0
+            a, b = jnp.array(x), jnp.array(y)
+            start.wait()
+            with warnings.catch_warnings():
+                warnings.simplefilter("error")
+                for _ in range(300):
+                    np.testing.assert_array_equal((a + b).read(), x + y)
+                    with np.errstate(all="ignore"):
+                        want = x / y
+                    np.testing.assert_array_equal((a / b).read(), want)
+            runners[threading.get_ident()] = fperr.LOCAL.run
+        except Exception as exc:  # noqa: BLE001 - reported by the main thread
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    assert len(runners) == 3 and len({id(r) for r in runners.values()}) == 3
+    assert not fallbacks
