@@ -36,21 +36,23 @@ _CONST_ARGS: dict = {}
 #: the entry of the last call's arguments (replaced whole: threads see one call's entry or another's)
 _LAST_ARGS: tuple = (None, None, None, None)
 _new = object.__new__
+_ndarray = _np.ndarray
 
 
 def const(value_list: Any, shape: Sequence[int] | None = None, data_format: Any = NCHW,
           dtype: Any = float) -> Var:
     """A constant Var from a list/tuple/bytes/ndarray (or an int address of contiguous data) and a shape."""
     global _LAST_ARGS
-    if type(value_list) is _np.ndarray:
+    if type(value_list) is _ndarray:
         # a model's input in a user's loop: an ndarray already of the target dtype, so nothing is
         # converted; only the copy the Var owns is made (any other case takes the full path below)
         hit = _LAST_ARGS
-        if hit[0] is not dtype or hit[1] is not data_format:
+        if not (hit[0] is dtype and hit[1] is data_format and value_list.dtype is hit[2]):
             hit = _CONST_ARGS.get((id(dtype), id(data_format)))
-            if hit is not None and (hit[0] is not dtype or hit[1] is not data_format):
+            if hit is not None and (hit[0] is not dtype or hit[1] is not data_format
+                                    or value_list.dtype != hit[2]):
                 hit = None
-        if hit is not None and (value_list.dtype is hit[2] or value_list.dtype == hit[2]):
+        if hit is not None:
             if shape is None or value_list.shape == tuple(shape):
                 arr = value_list.copy()     # (C order: the Var's own contiguous copy)
             else:

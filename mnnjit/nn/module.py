@@ -62,9 +62,9 @@ def _own_var(arr: np.ndarray, fmt: str) -> Var:
     """A Var whose own memory is ``arr``: a fresh, C-contiguous array nothing else holds, in a
     format other than NC4HW4 (``Node.constant`` written out: once per output and forward)."""
     node = _new(OwnConst)
-    node.op, node.inputs, node.attrs, node.name = "const", (), {}, ""
+    node.attrs, node.name = {}, ""
     node.shape, node.dtype, node.fmt, node._value = arr.shape, arr.dtype, fmt, arr
-    node.live, node.stamp = False, _graph._write_counter
+    node.stamp = _graph._write_counter
     v = _new(Var)
     v._node = node
     return v
@@ -297,9 +297,9 @@ class _Module:
                     arr = one[3](arr)
                     # (``_own_var`` written out)
                     node = _new(OwnConst)
-                    node.op, node.inputs, node.attrs, node.name = "const", (), {}, ""
+                    node.attrs, node.name = {}, ""
                     node.shape, node.dtype, node.fmt, node._value = arr.shape, arr.dtype, one[4], arr
-                    node.live, node.stamp = False, _graph._write_counter
+                    node.stamp = _graph._write_counter
                     v = _new(Var)
                     v._node = node
                     return v
