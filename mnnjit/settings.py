@@ -73,6 +73,17 @@ def compiling_enabled() -> bool:
     return bool(_jit_enabled)
 
 
+#: ``MNNJIT_COMPILE`` values that compile where a kernel is first called (else: in the background)
+SYNC_COMPILE_WORDS = ("sync", "wait", "blocking", "foreground")
+
+
+def compile_in_background() -> bool:
+    """Whether ``MNNJIT_COMPILE`` asks for background compiling (the default; read on each use).
+    The CPU backend's tiering can also force a mode on one thread: its ``mode()`` is the whole
+    answer where it is loaded."""
+    return os.environ.get("MNNJIT_COMPILE", "").strip().lower() not in SYNC_COMPILE_WORDS
+
+
 def serial_threshold() -> int:
     """Element count from which fused chains below :func:`threshold` run as serial compiled kernels."""
     global _serial

@@ -208,3 +208,40 @@ def test_handwritten_kernel_registry():
             hw._KERNELS.pop("concat", None)
         else:
             hw._KERNELS["concat"] = old
+
+
+def test_module_ops_name_what_the_kernel_modules_register():
+    """``MODULE_OPS`` (what lookups of other ops answer without importing the kernel modules, and
+    so without Numba) is exactly the set of ops the package's ``*_ops.py`` modules register."""
+    import importlib
+    import pkgutil
+    from mnnjit.backends.cpu import handwritten
+    from mnnjit.backends.cpu.handwritten import registry as hw
+
+    before = dict(hw._KERNELS)
+    hw._KERNELS.clear()
+    try:
+        for info in pkgutil.iter_modules(handwritten.__path__):
+            if info.name.endswith("_ops"):
+                importlib.reload(importlib.import_module(f"{handwritten.__name__}.{info.name}"))
+        assert set(hw._KERNELS) == set(hw.MODULE_OPS)
+    finally:
+        hw._KERNELS.clear()
+        hw._KERNELS.update(before)
+
+
+def test_lookup_of_an_op_without_a_kernel_imports_no_kernel_module():
+    """A transformer's first forward asks about elementwise ops: answered without Numba."""
+    import subprocess
+    import sys
+    code = ("import sys, numpy as np\n"
+            "from mnnjit.graph import Node\n"
+            "from mnnjit.backends.cpu.handwritten import registry as hw\n"
+            "n = Node('add', (), {}, (4096,), np.dtype('float32'))\n"
+            "assert hw.lookup(n) is None\n"
+            "assert 'numba' not in sys.modules, 'numba imported'\n"
+            "n = Node('pool2d', (), {}, (1,), np.dtype('float32'))\n"
+            "hw.lookup(n)\n"
+            "assert hw._loaded\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr[-2000:]

@@ -247,6 +247,39 @@ def test_a_kernel_still_compiling_is_asked_for_less_and_less_often(mlp, monkeypa
     assert 5 <= len(asks) <= 14           # 4, 4, 8, 16, ... (every 4 forwards: 750 asks)
 
 
+def test_background_mode_loads_the_plan_kernel_off_the_forward_thread(mlp, monkeypatch):
+    """While compiling in the background, the forward that asks for the plan's kernel neither
+    imports nor loads it (Numba's import, the generated module, a first call loading the compiled
+    code: a stall of 0.3 s warm, seconds cold): a thread of its own does, the forwards go on on
+    the generated function, and a later ask switches to the kernel."""
+    import threading
+    import time
+    from mnnjit.backends.cpu.runtime import jit
+    monkeypatch.setenv("MNNJIT_COMPILE", "background")
+    monkeypatch.setenv("MNNJIT_PLAN_KERNEL_CALLS", "2")
+    jit.reset()     # (kernels loaded by earlier tests: this plan's must be loaded anew)
+    loaded_on = []
+    real_get_kernel = jit.get_kernel
+
+    def get_kernel(key, make_source):
+        if key.startswith("plan "):
+            loaded_on.append(threading.current_thread() is threading.main_thread())
+        return real_get_kernel(key, make_source)
+    monkeypatch.setattr(jit, "get_kernel", get_kernel)
+    net = mnnjit.nn.load_module_from_file(mlp, ["x"], ["y"])
+    F = mnnjit.expr
+    want = MNN.nn.load_module_from_file(mlp, ["x"], ["y"]).forward(MNN.expr.const(X0, [1, 16], MNN.expr.NCHW)).read()
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline:
+        y = net.forward(F.const(X0, [1, 16], F.NCHW)).read()
+        np.testing.assert_allclose(y, want, rtol=1e-5, atol=1e-6)
+        if getattr(net._last_plan.run, "__qualname__", "").startswith("_runner"):
+            break
+        time.sleep(0.001)
+    assert loaded_on and not any(loaded_on)     # loaded, never on the forward's thread
+    assert getattr(net._last_plan.run, "__qualname__", "").startswith("_runner")
+
+
 def test_session_outputs_take_fresh_results_and_copy_held_ones(mlp):
     from mnnjit import session as session_mod
     fresh = [np.ones((2, 2), np.float32)]

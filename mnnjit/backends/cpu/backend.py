@@ -98,11 +98,9 @@ class CPUBackend(Backend):
         return True
 
     def supports_op(self, node: Any) -> bool:
-        kernels.load_kernel_modules()
         return kernels.lookup(node) is not None
 
     def run_op(self, node: Any, inputs: Sequence[Any]) -> Any:
-        kernels.load_kernel_modules()
         fn = kernels.lookup(node)
         if fn is None:
             return None

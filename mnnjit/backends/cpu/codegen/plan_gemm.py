@@ -24,27 +24,22 @@ from mnnjit.backends.cpu.runtime import numba_setup  # noqa: F401  (first: OpenM
 import numpy as np
 from numba import njit
 
-from mnnjit.backends.cpu.gemm.conv import MR, NR, _pack_tail, _tail_block, _tile_r2, _tile_r4
+from mnnjit.backends.cpu.gemm.conv import MR as _TILE_MR, NR as _TILE_NR, _pack_tail, _tail_block, _tile_r2, _tile_r4
+from mnnjit.backends.cpu.codegen.plan_gemm_layout import MR, NR, ROW_BLOCK, pack_a, pack_b, scratch_size
 from mnnjit.backends.cpu.gemm.tile import tile16r2_f32, tile16r4_f32, tile_f32
 from mnnjit.backends.cpu.codegen.plan_tile import tile_pf_f32
 from mnnjit.backends.cpu.runtime.intrinsics import dot_f32
 
 __all__ = ["gemm", "gemm_batched", "pack_a", "pack_b", "patch_im2col", "scratch_size", "MR", "NR"]
 
+if (MR, NR) != (_TILE_MR, _TILE_NR):   # (the layouts are written for the micro-kernel's tile)
+    raise ImportError(f"plan_gemm_layout's MR, NR {(MR, NR)} are not the micro-kernel's {(_TILE_MR, _TILE_NR)}")
+
 #: depth of one pass over the weights: a 16-column block of B of this many rows (16 KB) stays in
 #: L1 while every panel of the row block runs over it; deeper products (a feed-forward layer's
 #: 2048) accumulate their passes in C through the micro-kernel's residual input
 KC = 256
 
-#: rows of C finished per pass: the A panels of a block of rows stay in L2 while every column
-#: block runs over them, and the bias / activation pass finds the block's rows in cache
-ROW_BLOCK = 96
-
-
-def scratch_size(m: int, k: int) -> int:
-    """Float32 elements of :func:`gemm`'s scratch for an ``m x k`` left operand."""
-    rows = min(m, ROW_BLOCK)
-    return ((rows + MR - 1) // MR) * MR * k + k * NR + MR * NR + MR + 64
 
 
 @njit(cache=True, nogil=True, error_model="numpy", boundscheck=False)
@@ -249,28 +244,6 @@ def _epilogue(cb, rows, ldn, jc, n, i0, bias, bmode, act):
                 t = row[j]
                 t = t if not (t < np.float32(0)) else np.float32(0)
                 row[j] = t if not (t > np.float32(6)) else np.float32(6)
-
-
-def pack_a(w: np.ndarray) -> np.ndarray:
-    """Constant ``[m, k]`` weights as :func:`gemm` reads a left operand with ``ta`` 2: panels of
-    :data:`MR` rows, ``[ceil(m / MR)][k][MR]`` (zero rows pad the last). Flat float32."""
-    w = np.ascontiguousarray(w, np.float32)
-    m, k = w.shape
-    npan = (m + MR - 1) // MR
-    padded = np.zeros((npan * MR, k), np.float32)
-    padded[:m] = w
-    return np.ascontiguousarray(padded.reshape(npan, MR, k).transpose(0, 2, 1)).reshape(-1)
-
-
-def pack_b(w: np.ndarray) -> np.ndarray:
-    """Constant ``[k, n]`` weights as :func:`gemm` reads them fastest (``bpk``): each whole
-    16-column block's ``k`` rows contiguous (``[n // 16][k][16]``), then the last ``n % 16``
-    columns as ``[k][n % 16]`` rows. Flat float32."""
-    w = np.ascontiguousarray(w, np.float32)
-    k, n = w.shape
-    nfull = n // NR
-    blocks = w[:, :nfull * NR].reshape(k, nfull, NR).transpose(1, 0, 2).reshape(-1)
-    return np.concatenate([blocks, w[:, nfull * NR:].reshape(-1)])
 
 
 @njit(inline="always")

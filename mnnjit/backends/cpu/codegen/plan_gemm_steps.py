@@ -63,7 +63,7 @@ def note_work(w: Any, macs: int) -> None:
 
 
 def _need(w: Any, m: int, k: int, macs: int = 0) -> None:
-    from mnnjit.backends.cpu.codegen.plan_gemm import scratch_size
+    from mnnjit.backends.cpu.codegen.plan_gemm_layout import scratch_size
     setattr(w, SCRATCH_ATTR, max(getattr(w, SCRATCH_ATTR, 0), scratch_size(m, k)))
     setattr(w, MACS_ATTR, max(getattr(w, MACS_ATTR, 0), macs))
 
@@ -93,7 +93,7 @@ def matmul_ex(w: Any, node: Any, ins: tuple, out: int) -> bool:
         bmode, bias = 1, w.value(ins[2])
     an = w.value(ins[0])
     if weights is not None:
-        from mnnjit.backends.cpu.codegen.plan_gemm import pack_b
+        from mnnjit.backends.cpu.codegen.plan_gemm_layout import pack_b
         wt = np.asarray(weights, F32)
         bname, bpk = w.const(pack_b(wt.T if tb else wt)), True
     else:
@@ -147,7 +147,7 @@ def patch_conv(w: Any, node: Any, ins: tuple, out: int) -> bool:
     if npix < 4 or o_ch * npix * kk < MIN_MACS:
         return False
     xn = w.value(ins[0])
-    from mnnjit.backends.cpu.codegen.plan_gemm import pack_a
+    from mnnjit.backends.cpu.codegen.plan_gemm_layout import pack_a
     wn = w.const(pack_a(np.asarray(cw.dense(), F32).reshape(o_ch, kk)))
     bias, bmode = "gs", 0
     if cw.bias is not None:

@@ -24,6 +24,8 @@ from __future__ import annotations
 import hashlib
 import math
 import re
+import subprocess
+import sys
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -34,6 +36,7 @@ from mnnjit.backends.cpu.codegen import plan_matvec
 from mnnjit.backends.cpu.codegen import plan_views
 from mnnjit.backends.cpu.codegen.plan_loops import count_calls, fold_loops
 from mnnjit.backends.cpu.runtime.launch import entry_point
+from mnnjit import settings as config
 from mnnjit.ops import registry
 
 F32 = np.dtype(np.float32)
@@ -878,6 +881,7 @@ def plan_source(steps: list, init: list, feed_slots: list, out_slots: list, orde
     if sizes is not None:
         sizes["workspace"] = max(ws_size, 1)
         sizes["threaded"] = threaded
+        sizes["gemm_module"] = bool(gemm_scratch or threaded)
     body, functions = _outline(w.lines, bounds)
     body = fold_loops(w.head, body)
     if count_calls(body) > MAX_STEPS:
@@ -913,10 +917,28 @@ def compile_plan(steps: list, init: list, feed_slots: list, out_slots: list, ord
     wsn = sizes["workspace"]
     from mnnjit.backends.cpu.runtime import jit
     try:
-        kernel = jit.get_kernel("plan " + source, lambda: source)
+        if _compiling_in_background():
+            # the kernel module loads on a thread of its own: Numba's import and the GEMM
+            # module's C functions (compiled by a helper process into the cache first) stalled
+            # the model's forward that asked, for 0.3 s warm and many seconds cold
+            first_call = None
+            if sample is not None:
+                # (the caller's own input arrays, only read: their types are the signature the
+                # foreground's calls will have, read-only flags included)
+                args = [sample[k] for k in used_feeds(feed_slots)] + [blob] \
+                    + [np.empty(tuple(int(d) for d in order[s].shape), F32) for s in out_slots] + [np.empty(wsn, F32)]
+
+                def first_call(k: Any) -> None:
+                    k(*args)
+            kernel = jit.get_kernel_soon("plan " + source, lambda: source,
+                                         _prepare_gemm_module if sizes["gemm_module"] else None, first_call)
+            if kernel is None:
+                return False
+        else:
+            kernel = jit.get_kernel("plan " + source, lambda: source)
     except Exception:  # noqa: BLE001 - a kernel that cannot be built leaves the plan on numpy
         return None
-    used = [k for k, s in enumerate(feed_slots) if s is not None]
+    used = used_feeds(feed_slots)
     shapes = [tuple(int(d) for d in order[s].shape) for s in out_slots]
     if sample is not None:
         outs = [np.empty(shape, F32) for shape in shapes]
@@ -943,6 +965,36 @@ def compile_plan(steps: list, init: list, feed_slots: list, out_slots: list, ord
     # count it wants before each call; a kernel without one runs on the calling thread alone)
     run.threaded = sizes["threaded"]  # type: ignore[attr-defined]
     return run
+
+
+def used_feeds(feed_slots: list) -> list[int]:
+    """The inputs a plan kernel takes: those whose value some step reads."""
+    return [k for k, s in enumerate(feed_slots) if s is not None]
+
+
+def _compiling_in_background() -> bool:
+    """Whether kernels compile in the background on this thread (tiering's mode where it is
+    loaded, which imports Numba: else the setting)."""
+    tiering = sys.modules.get("mnnjit.backends.cpu.runtime.tiering")
+    if tiering is not None:
+        return tiering.mode() == "background"
+    return config.compile_in_background()
+
+
+#: The module whose C functions a plan kernel with GEMM calls by symbol (imported before the
+#: kernel's code is linked).
+GEMM_MODULE = "mnnjit.backends.cpu.codegen.plan_gemm_par"
+
+
+def _prepare_gemm_module() -> None:
+    """Compile the GEMM module's C functions into the kernel cache in a helper process (where they
+    are not cached yet: ~15 CPU-s), so that this process's import only loads them. Waits without
+    holding the GIL; errors leave the compiling to the import."""
+    if GEMM_MODULE in sys.modules:
+        return
+    from mnnjit.backends.cpu.runtime.jit import worker_env
+    subprocess.run([sys.executable, "-c", f"import {GEMM_MODULE}"], env=worker_env(), stdin=subprocess.DEVNULL,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=1800, check=False)
 
 
 def _runner(entry: Callable, disp: Callable, used: list[int], blob: np.ndarray,

@@ -89,8 +89,22 @@ def load_kernel_modules() -> None:
             importlib.import_module(f"{__package__}.{info.name}")
 
 
+#: The ops this package's ``*_ops.py`` modules register (a test keeps it equal to what they do):
+#: ``lookup`` answers for any other op without importing them (they import Numba, ~0.25 s of a
+#: model's first forward). A module adding a kernel here adds its op to this set.
+MODULE_OPS = frozenset({
+    "conv2d", "cvt_color", "filter2d", "layer_norm", "mnn_conv2d", "morphology", "pool2d",
+    "remap", "resize", "resize_image", "sep_filter", "warp_affine", "warp_perspective",
+})
+
+
 def lookup(node) -> KernelFn | None:
-    """The hand-written kernel to run ``node`` with, or None (use the op's ``ref``)."""
+    """The hand-written kernel to run ``node`` with, or None (use the op's ``ref``). Imports the
+    kernel modules on the first lookup of an op they register."""
+    if not _loaded:
+        if node.op not in MODULE_OPS and node.op not in _KERNELS:
+            return None
+        load_kernel_modules()
     spec = _KERNELS.get(node.op)
     if spec is None or not spec.accepts(node):
         return None

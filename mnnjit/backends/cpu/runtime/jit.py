@@ -258,6 +258,52 @@ def get_kernel(key: str, make_source: Callable[[], str]) -> Kernel:
         return k
 
 
+_loading: dict[str, threading.Thread] = {}
+_loading_lock = threading.Lock()
+
+
+def get_kernel_soon(key: str, make_source: Callable[[], str], prepare: Callable[[], None] | None = None,
+                    first_call: Callable[["Kernel"], None] | None = None) -> Kernel | None:
+    """The kernel for ``key`` when it is in memory; else None, and a thread of its own runs
+    ``prepare()``, :func:`get_kernel` (Numba's import, the generated module's, and what that
+    module imports: up to seconds) and ``first_call(kernel)`` (a first call loads the compiled
+    code from the disk cache, or queues its compile) once. For a caller that must not stall on
+    them (a model's forward while compiling in the background): it runs its reference path and
+    asks again later."""
+    k = _memory.get(key)
+    if k is not None:
+        return k
+    with _loading_lock:
+        if key not in _loading:
+            def load() -> None:
+                try:
+                    if prepare is not None:
+                        prepare()
+                except Exception:  # noqa: BLE001 - preparing only saves time; loading goes on
+                    pass
+                try:
+                    k = get_kernel(key, make_source)
+                    if first_call is not None and k.disp is not None:
+                        first_call(k)
+                except Exception:  # noqa: BLE001 - the caller's next ask meets the same error
+                    pass
+                finally:
+                    with _loading_lock:
+                        _loading.pop(key, None)
+            t = _loading[key] = threading.Thread(target=load, name="mnnjit-kernel-load", daemon=True)
+            t.start()
+    return None
+
+
+def worker_env() -> dict:
+    """The environment of a helper process compiling into this process's kernel cache (compiling
+    where called, the same cache directory, this mnnjit importable)."""
+    pkg_parent = os.path.dirname(os.path.dirname(os.path.abspath(__import__("mnnjit").__file__)))
+    return dict(os.environ, MNNJIT_COMPILE="sync", MNNJIT_CACHE_DIR=str(config.cache_dir().absolute()),
+                PYTHONPATH=os.pathsep.join([pkg_parent] + [p for p in os.environ.get("PYTHONPATH", "").split(
+                    os.pathsep) if p]))
+
+
 def clear_disk_cache() -> None:
     """Delete the whole cache directory (every version's tree: generated kernels and Numba's cache of
     all kernels); it is rebuilt on demand."""

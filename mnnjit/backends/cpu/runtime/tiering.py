@@ -60,7 +60,6 @@ ANNOUNCE_AFTER = 1.0
 #: ``nice`` increment of the compile worker (the foreground's reference path comes first)
 WORKER_NICE = 5
 
-_SYNC_WORDS = ("sync", "wait", "blocking", "foreground")
 
 
 class CompileDeferred(Exception):
@@ -113,8 +112,7 @@ def mode() -> str:
     forced_mode = getattr(_tls, "force", None)
     if forced_mode:
         return forced_mode[-1]
-    raw = os.environ.get("MNNJIT_COMPILE", "").strip().lower()
-    return "sync" if raw in _SYNC_WORDS else "background"
+    return "background" if config.compile_in_background() else "sync"
 
 
 @contextlib.contextmanager
@@ -321,10 +319,8 @@ def _spawn() -> Optional[subprocess.Popen]:
     _proc_state = "failed"
     if os.environ.get("MNNJIT_COMPILE_WORKER", "").strip().lower() in ("0", "off", "no", "thread"):
         return None
-    pkg_parent = os.path.dirname(os.path.dirname(os.path.abspath(__import__("mnnjit").__file__)))
-    env = dict(os.environ, MNNJIT_COMPILE="sync", MNNJIT_CACHE_DIR=str(config.cache_dir().absolute()),
-               PYTHONPATH=os.pathsep.join([pkg_parent] + [p for p in os.environ.get("PYTHONPATH", "").split(
-                   os.pathsep) if p]))
+    from mnnjit.backends.cpu.runtime.jit import worker_env
+    env = worker_env()
     try:
         _proc = subprocess.Popen(
             [sys.executable, "-m", "mnnjit.backends.cpu.runtime.compile_worker", str(kcache.root())],
