@@ -103,10 +103,73 @@ def scalar_value(v: Var):
     n = v._node
     route = _rt._read_route
     if route is not None and n._value is None:
-        val = route(n, False)
+        val = _direct_reduction(n)
+        if val is None:
+            val = route(n, False)
         if val is not None:
             return val.item()
     return v.read_view().item()
+
+
+#: reduction ops (and the one-op statistics) whose reference ``_direct_reduction`` may call
+_DIRECT_KINDS = frozenset({"reduce", "opaque"})
+_REFS: dict = {}
+_env: tuple | None = None
+
+
+def _direct_env() -> tuple:
+    """What ``_direct_reduction`` consults (imported on first use: these import the backends)."""
+    global _env
+    from .. import graph as graph_mod, settings
+    from ..backends import registry as backends
+    from ..compiler.plan import KERNEL_MIN
+    from ..ops import registry as ops
+    from ..ops.fperr import ERR_IGNORE, ERRVAR
+    _env = (graph_mod, settings.threshold, backends.current, KERNEL_MIN, ops.get, ERRVAR, ERR_IGNORE)
+    return _env
+
+
+def _direct_reduction(n: Node):
+    """The value of reduction node ``n`` just built for its scalar, computed as the default
+    executor's eager path computes it (the op's reference under an ignoring error state), without
+    caching it on the node (the node is dropped) and without the executor's general dispatch; None
+    where that path would not run the reference (an input not known or stale, work at or over the
+    compile threshold, a backend kernel for the op), and the caller then asks the runtime."""
+    if len(n.inputs) != 1 or n.dtype is None:
+        return None
+    i = n.inputs[0]
+    x = i._value
+    if type(x) is not _np.ndarray:
+        return None
+    env = _env or _direct_env()
+    graph_mod, threshold, current, kernel_min, get_op, errvar, err_ignore = env
+    if errvar is None or (i.live and i.stamp != graph_mod._write_counter and i.op != "placeholder"):
+        return None
+    work = x.size
+    if work >= threshold():
+        return None
+    op = n.op
+    ref = _REFS.get(op)
+    if ref is None:
+        opdef = get_op(op)
+        if opdef.kind not in _DIRECT_KINDS:
+            return None
+        ref = _REFS[op] = opdef.ref
+    if work >= kernel_min and current().supports_op(n):
+        return None
+    tok = errvar.set(err_ignore)
+    try:
+        out = ref([x], n.attrs)
+    finally:
+        errvar.reset(tok)
+    if not isinstance(out, (_np.ndarray, _np.generic)):
+        out = _np.asarray(out)
+    dtype = n.dtype
+    if out.dtype is not dtype and out.dtype != dtype:
+        out = out.astype(dtype)
+    if out.size != 1:
+        raise RuntimeError(f"op {op} produced shape {out.shape}, expected {n.shape}")
+    return out
 
 
 def finish(res: Any, out: Any = None):

@@ -152,8 +152,7 @@ def ptp(a: Any, axis: Any = None, out: Any = None, keepdims: bool = False):
     """Range (maximum - minimum) along ``axis``."""
     n = node(a)
     if n.size < _settings.threshold():     # one op (above the threshold the nodes below fuse)
-        res = _w(B.make_node("ptp", (n,), {"axes": B.normalize_axes(axis, len(n.shape)),
-                                           "keepdims": bool(keepdims)}))
+        res = B.reduce("ptp", a if type(a) is Var else _w(n), axis, bool(keepdims))    # (signature-cached)
         return finish(scalar_or_var(res, axis, keepdims) if out is None else res, out)
     hi = B.reduce("reduce_max", a, axis, keepdims)
     lo = B.reduce("reduce_min", a, axis, keepdims)

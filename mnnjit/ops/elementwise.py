@@ -79,6 +79,11 @@ def _round_half_away(x):
             return _round_half_away(x.reshape(1)).reshape(())
         r = np.rint(x)
         d = np.subtract(x, r)
+        # no tie (|d| == 0.5 exactly) in finite data: rint is already the answer; two read-only
+        # reductions cost less than marking the ties (NaN, from NaN or infinite x, fails both
+        # tests and takes the marking below, which leaves rint's NaN and infinities as they are)
+        if not d.size or (np.maximum.reduce(d, None) < 0.5 and np.minimum.reduce(d, None) > -0.5):
+            return r
         np.abs(d, out=d)
         tie = np.equal(d, np.asarray(0.5, x.dtype))
         if tie.any():
