@@ -220,3 +220,40 @@ def test_warmup_refuses_bad_arguments(tmp_path):
             warmup(model, {"nope": [1, 64]}, progress=False)
         with pytest.raises(ValueError, match="takes 2 dimensions"):
             warmup(model, [[1, 1, 64]], progress=False)
+
+
+def test_a_first_call_never_waits_for_another_process_compiling_the_same_function(tmp_path, monkeypatch):
+    """In background mode, the first call of a signature whose function another process is
+    compiling (its cross-process lock held: another signature, by the worker) is queued at once,
+    not left to wait for that lock; outside background mode it loads or compiles as usual."""
+    import fcntl
+    from mnnjit.backends.cpu.runtime import compile_lock, tiering
+
+    monkeypatch.setenv("MNNJIT_COMPILE", "background")
+    src = tmp_path / "mod_busy.py"
+    src.write_text("import numba\n@numba.njit(cache=True)\ndef f(x):\n    return x + 1\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import importlib
+    compile_lock.install()
+    mod = importlib.import_module("mod_busy")
+    disp = mod.f
+    disp(1)                              # one signature compiled: the lock file exists
+    path = compile_lock._lock_path(disp)
+    assert path is not None and os.path.exists(path)
+    queued = []
+    monkeypatch.setattr(tiering, "submit", lambda d, sig: queued.append(sig) or tiering.Job(d, sig, "f", -1))
+    tiering.install()
+    monkeypatch.setattr(compile_lock, "WAIT_SECONDS", 3.0)     # (a wait would end, and show, in 3 s)
+    fd = os.open(path, os.O_RDWR)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)   # (another open file: as another process's lock)
+        assert compile_lock.busy_elsewhere(disp)
+        t = time.monotonic()
+        with pytest.raises(tiering.CompileDeferred):
+            with tiering.deferring():
+                disp(1.5)
+        assert time.monotonic() - t < 2.0 and len(queued) == 1
+    finally:
+        os.close(fd)
+    assert not compile_lock.busy_elsewhere(disp)
+    assert disp(2.5) == 3.5              # (not deferring: compiles where called)

@@ -32,7 +32,7 @@ import sys
 import threading
 from typing import Any, Callable, Iterator, Optional
 
-__all__ = ["install", "set_gate", "WAIT_SECONDS"]
+__all__ = ["install", "set_gate", "busy_elsewhere", "WAIT_SECONDS"]
 
 #: longest wait for another process's compile before compiling without the lock
 WAIT_SECONDS = 900.0
@@ -89,6 +89,28 @@ def _file_lock(path: str) -> Iterator[None]:
             del _held[path]
     finally:
         os.close(fd)                            # closing the descriptor releases the lock
+
+
+def busy_elsewhere(dispatcher) -> bool:
+    """Whether another process holds ``dispatcher``'s lock now (compiling a signature of it): a
+    caller that must not wait (:mod:`.tiering`'s gate, in the foreground) queues the compile instead."""
+    import fcntl
+    path = _lock_path(dispatcher)
+    if path is None or path in _held:
+        return False
+    try:
+        fd = os.open(path, os.O_RDWR)
+    except OSError:
+        return False                    # no lock file yet: nobody has held it
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(fd)                    # (releases the lock when it was taken)
+    return False
 
 
 _depth = threading.local()

@@ -194,6 +194,10 @@ def _gate(disp: Any, sig: Any) -> None:
     if not global_compiler_lock._lock.acquire(blocking=False):
         raise CompileDeferred(submit(disp, key[1]))
     global_compiler_lock._lock.release()
+    # another process (the worker) compiles a signature of this function: loading even a cached
+    # overload would wait for its lock
+    if compile_lock.busy_elsewhere(disp):
+        raise CompileDeferred(submit(disp, key[1]))
 
 
 class _CompileListener(nb_event.Listener):
