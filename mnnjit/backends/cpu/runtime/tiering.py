@@ -17,8 +17,9 @@ dispatch of a compiled kernel never waits behind it), and a script that exits fi
 a warm cache: the worker finishes its queue and exits (the next process starts warm). Kernels the
 worker cannot rebuild by name (a function made at run time, no writable cache) compile in that
 thread of this process instead; the foreground still never blocks on them, as :func:`deferring`
-refuses to wait for the compiler lock. A process that exits meanwhile waits only for a kernel
-being loaded or compiled in that thread at that moment, never for the queue.
+refuses to wait for the compiler lock (or for another process's lock on the function: the worker
+compiling another signature of it). A process that exits meanwhile waits only for a kernel being
+loaded or compiled in that thread at that moment, never for the queue.
 ``MNNJIT_COMPILE_WORKER=off`` compiles everything in that thread. (Measured on MobileNetV2's
 first forwards with an empty cache, 2 busy cores: reference forwards took 0.13-0.15 s beside the
 worker process, 0.3-0.8 s beside a compiling thread, which takes the GIL for most of a compile.)
