@@ -183,13 +183,41 @@ def make_node(op: str, inputs: Sequence[Node], attrs: dict | None = None, fmt: s
 _DTYPE_T = type(F32)
 
 
+#: multi-output ops whose outputs' shapes and dtypes follow from the inputs' shapes and dtypes and
+#: the attributes alone (never from values): ``make`` caches them per signature
+_SHAPE_ONLY_MULTI = frozenset({"svd", "divmod", "modf", "frexp"})
+#: (op, inputs' shapes and dtypes, attributes) -> ``out_meta`` of a ``_SHAPE_ONLY_MULTI`` op
+_MULTI_SIG: dict = {}
+
+
 def make(op: str, inputs: Sequence[Any], attrs: dict | None = None, fmt: str | None = None):
     """Build a node of op ``op`` from Vars/data and return a Var (a tuple of Vars for multi-output ops)."""
     nodes = [as_node(i) for i in inputs]
+    if op in _SHAPE_ONLY_MULTI and fmt is None and nodes:
+        return _make_outputs(op, tuple(nodes), {} if attrs is None else attrs)
     node = make_node(op, nodes, attrs, fmt)
     if node.dtype is None:  # multi-output
         return tuple(wrap(n) for n in split_outputs(node))
     return wrap(node)
+
+
+def _make_outputs(op: str, nodes: tuple[Node, ...], attrs: dict) -> tuple:
+    """``make`` of a ``_SHAPE_ONLY_MULTI`` op: the inference (and its checks) once per signature."""
+    try:
+        key: Any = (op, tuple([(n.shape, n.dtype) for n in nodes]), tuple(attrs.items()))
+        meta = _MULTI_SIG.get(key)
+    except TypeError:       # (an unhashable attribute value: no caching)
+        key = meta = None
+    if meta is None:
+        src = make_node(op, nodes, attrs)
+        meta = src.attrs["out_meta"]
+        if key is not None and len(_MULTI_SIG) < _EW_SIG_MAX:
+            _MULTI_SIG[key] = meta
+    else:
+        src = _built(op, nodes, dict(attrs, out_meta=meta), (), None, nodes[0].fmt)
+    fmt = src.fmt
+    return tuple([_new_var(_built("tuple_get", (src,), {"index": k, "shape": s, "dtype": d}, s, d, fmt))
+                  for k, (s, d) in enumerate(meta)])
 
 
 def split_outputs(node: Node) -> list[Node]:

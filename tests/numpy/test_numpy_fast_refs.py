@@ -117,3 +117,30 @@ def test_around_half_away_exact(x):
     if x.ndim == 2:     # a transposed (non-contiguous) input
         got_t = jnp.around(jnp.transpose(jnp.array(x))).read()
         assert np.array_equal(got_t.view(np.int32), np.ascontiguousarray(want.T).view(np.int32))
+
+
+def test_multi_output_builds_from_the_signature_cache():
+    """svd, divmod, modf, frexp built twice per signature (the second from the cache), other
+    shapes and attributes beside: each output's shape, dtype and values as numpy's."""
+    rng = np.random.default_rng(5)
+    for _ in range(2):
+        for shape in ((9, 9), (5, 3), (2, 4, 6)):
+            x = rng.random(shape).astype(np.float32)
+            for fm in (True, False):
+                u, s, vh = jnp.linalg.svd(jnp.array(x), full_matrices=fm)
+                nu, ns, nvh = np.linalg.svd(x, full_matrices=fm)
+                assert [tuple(v.shape) for v in (u, s, vh)] == [nu.shape, ns.shape, nvh.shape]
+                assert {v.read().dtype for v in (u, s, vh)} == {np.dtype(np.float32)}
+                np.testing.assert_allclose(s.read(), ns, rtol=1e-5, atol=1e-6)
+                if not fm:
+                    rebuilt = (u.read() * s.read()[..., None, :]) @ vh.read()
+                    np.testing.assert_allclose(rebuilt, x, rtol=1e-4, atol=1e-5)
+            y = (rng.random(shape) * 10 - 5).astype(np.float32)
+            d = np.where(rng.random(shape) < 0.5, np.float32(1.5), np.float32(-2.0)).astype(np.float32)
+            q, r = jnp.divmod(jnp.array(y), jnp.array(d))
+            nq, nr = np.divmod(y, d)
+            assert _same(q.read(), nq) and _same(r.read(), nr)
+            f, i = jnp.modf(jnp.array(y))
+            assert _same(f.read(), np.modf(y)[0]) and _same(i.read(), np.modf(y)[1])
+            m, e = jnp.frexp(jnp.array(y))
+            assert _same(m.read(), np.frexp(y)[0]) and _same(e.read(), np.frexp(y)[1].astype(np.int32))
