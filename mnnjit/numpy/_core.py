@@ -124,8 +124,9 @@ def _direct_env() -> tuple:
     from ..backends import registry as backends
     from ..compiler.plan import KERNEL_MIN
     from ..ops import registry as ops
-    from ..ops.fperr import ERR_IGNORE, ERRVAR
-    _env = (graph_mod, settings.threshold, backends.current, KERNEL_MIN, ops.get, ERRVAR, ERR_IGNORE)
+    from ..ops.fperr import ERR_IGNORE, ERRVAR, LOCAL, thread_runner
+    _env = (graph_mod, settings.threshold, backends.current, KERNEL_MIN, ops.get, ERRVAR, ERR_IGNORE, LOCAL,
+            thread_runner)
     return _env
 
 
@@ -142,7 +143,7 @@ def _direct_reduction(n: Node):
     if type(x) is not _np.ndarray:
         return None
     env = _env or _direct_env()
-    graph_mod, threshold, current, kernel_min, get_op, errvar, err_ignore = env
+    graph_mod, threshold, current, kernel_min, get_op, errvar, err_ignore, local, thread_runner = env
     if errvar is None or (i.live and i.stamp != graph_mod._write_counter and i.op != "placeholder"):
         return None
     work = x.size
@@ -157,11 +158,18 @@ def _direct_reduction(n: Node):
         ref = _REFS[op] = opdef.ref
     if work >= kernel_min and current().supports_op(n):
         return None
-    tok = errvar.set(err_ignore)
     try:
-        out = ref([x], n.attrs)
-    finally:
-        errvar.reset(tok)
+        run = local.run     # (this thread's context whose error state ignores everything)
+    except AttributeError:
+        run = thread_runner()
+    try:
+        out = run(ref, [x], n.attrs)
+    except RuntimeError:    # the context is in use (a call from inside it), or the reference's own error
+        tok = errvar.set(err_ignore)
+        try:
+            out = ref([x], n.attrs)
+        finally:
+            errvar.reset(tok)
     if not isinstance(out, (_np.ndarray, _np.generic)):
         out = _np.asarray(out)
     dtype = n.dtype

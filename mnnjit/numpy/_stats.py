@@ -45,6 +45,8 @@ def _reduce(op: str, a: Any, axis: Any, keepdims: Any, dtype: Any = None, out: A
             kwargs: dict | None = None):
     """A reduction with numpy's ``where=`` (masked elements ignored) and ``initial=`` keywords."""
     if not kwargs and dtype is None and out is None:  # the common call: no keywords to apply
+        if axis is None and not keepdims:   # a whole-array reduction: a Python scalar
+            return scalar_value(B.reduce(op, a, None, False))
         res = B.reduce(op, a, axis, bool(keepdims))
         return scalar_or_var(res, axis, bool(keepdims), by_shape=op in _BY_SHAPE)
     kwargs = kwargs or {}
