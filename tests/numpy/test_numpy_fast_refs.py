@@ -144,3 +144,30 @@ def test_multi_output_builds_from_the_signature_cache():
             assert _same(f.read(), np.modf(y)[0]) and _same(i.read(), np.modf(y)[1])
             m, e = jnp.frexp(jnp.array(y))
             assert _same(m.read(), np.frexp(y)[0]) and _same(e.read(), np.frexp(y)[1].astype(np.int32))
+
+
+def test_full_reductions_follow_placeholder_writes_threads_and_the_executor():
+    """The scalar of a whole-array reduction is computed from the input's current value: after a
+    placeholder write, on another thread, and with the reference executor installed."""
+    import threading
+
+    from mnnjit import expr, runtime
+    from mnnjit.backends.reference import evaluate as reference_evaluate
+
+    x = expr.placeholder([3, 2000], expr.NCHW, expr.float)
+    data = np.random.default_rng(6).random((3, 2000)).astype(np.float32)
+    x.write(data)
+    assert jnp.sum(x) == np.sum(data) and jnp.max(x) == np.max(data) and jnp.argmin(x) == np.argmin(data)
+    x.write(data * -2)
+    assert jnp.sum(x) == np.sum(data * -2) and jnp.max(x) == np.max(data * -2)
+    assert jnp.argmin(x) == np.argmin(data * -2)
+    got: list = []
+    th = threading.Thread(target=lambda: got.append((jnp.mean(x), jnp.ptp(x))))
+    th.start()
+    th.join()
+    assert got == [(np.mean(data * -2), np.ptp(data * -2))]
+    prev = runtime.set_executor(reference_evaluate)
+    try:
+        assert jnp.sum(x) == np.sum(data * -2) and jnp.min(x) == np.min(data * -2)
+    finally:
+        runtime.set_executor(prev)
