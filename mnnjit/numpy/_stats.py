@@ -133,7 +133,8 @@ def any(a: Any, axis: Any = None, out: Any = None, keepdims: Any = None, **kwarg
 def _arg(op: str, a: Any, axis: Any, out: Any, keepdims: bool):
     n = node(a)
     if axis is None:
-        res = B.reduce(op, flat(_w(n)), None, False)     # (the one axis of the flat array)
+        # (the one axis of the flat array; a 1-D Var is its own flat array)
+        res = B.reduce(op, a if type(a) is Var and len(n.shape) == 1 else flat(_w(n)), None, False)
         if keepdims:
             return finish(B.reshape(res, (1,) * len(n.shape)), out)
         return finish(res, out) if out is not None else int(scalar_value(res))

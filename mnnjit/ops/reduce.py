@@ -7,7 +7,7 @@ import weakref
 import numpy as np
 
 from .._dtypes import F32, I32
-from .fperr import ERR_IGNORE, ERRVAR, call_ignoring, ignore_errors
+from .fperr import ERR_IGNORE, ERRVAR, call_ignoring
 from .registry import OpDef, register
 
 
@@ -143,7 +143,8 @@ def _arg_ref(np_fn, what):
     def ref(xs, attrs):
         x = xs[0]
         (axis,) = attrs["axes"]
-        _check_nonempty(x, (axis,), what)
+        if not x.size:
+            _check_nonempty(x, (axis,), what)
         if type(x) is np.ndarray:
             return getattr(_readable_alias(x), method)(axis=axis, keepdims=attrs["keepdims"])
         return np_fn(x, axis=axis, keepdims=attrs["keepdims"])
@@ -160,23 +161,29 @@ register(OpDef("argmin", "reduce", _infer(lambda d: I32), _arg_ref(np.argmin, "a
 def _variance_ref(xs, attrs):
     """``var``: reduce_mean (kept dims), sub, square, reduce_sum, div by ``denom`` (float32),
     then ``sqrt`` when ``attrs["sqrt"]`` (``std``)."""
-    x, axes = xs[0], attrs["axes"]
-    with ignore_errors():
-        d = np.subtract(x, _mean(x, axes, True))
-        d = np.multiply(d, d, out=d) if type(d) is np.ndarray else np.multiply(d, d)   # (0-d: a scalar)
-        out = np.true_divide(_sum(d, axes, attrs["keepdims"]), np.float32(attrs["denom"]))
-        if attrs["sqrt"]:
-            out = np.sqrt(out)
+    return call_ignoring(_variance, xs[0], attrs)
+
+
+def _variance(x, attrs):
+    axes = attrs["axes"]
+    d = np.subtract(x, _mean(x, axes, True))
+    d = np.multiply(d, d, out=d) if type(d) is np.ndarray else np.multiply(d, d)   # (0-d: a scalar)
+    out = np.true_divide(_sum(d, axes, attrs["keepdims"]), np.float32(attrs["denom"]))
+    if attrs["sqrt"]:
+        out = np.sqrt(out)
     return out
 
 
 def _ptp_ref(xs, attrs):
     """``ptp``: reduce_max minus reduce_min (the empty-axis error of reduce_max)."""
     x, axes, kd = xs[0], attrs["axes"], attrs["keepdims"]
-    if 0 in x.shape:
+    if not x.size:
         _check_nonempty(x, axes, "maximum")
-    with ignore_errors():
-        return np.subtract(np.maximum.reduce(x, axis=axes, keepdims=kd), np.minimum.reduce(x, axis=axes, keepdims=kd))
+    return call_ignoring(_ptp, x, axes, kd)
+
+
+def _ptp(x, axes, kd):
+    return np.subtract(np.maximum.reduce(x, axis=axes, keepdims=kd), np.minimum.reduce(x, axis=axes, keepdims=kd))
 
 
 register(OpDef("variance", "opaque", _infer(lambda d: d), _variance_ref))
