@@ -764,7 +764,9 @@ def histogram(a: Any, bins: Any = 10, range: Any = None, normed: Any = None, wei
     if density or normed:
         widths = B.binary("sub", edges[1:], edges[:-1])
         c = B.cast(counts, F32)
-        counts = B.binary("div", B.binary("div", c, widths), B.reduce("reduce_sum", c, None, False))
+        # (count / total first: at most 1, so only a density float32 cannot hold overflows; numpy
+        # divides by the width first, in float64)
+        counts = B.binary("div", B.binary("div", c, B.reduce("reduce_sum", c, None, False)), widths)
     return counts, edges
 
 
