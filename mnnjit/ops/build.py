@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 import numbers
-from typing import Any, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 
@@ -473,27 +473,35 @@ def resolve_shape(size: int, shape: Iterable[Any]) -> tuple[int, ...]:
     return tuple(shape)
 
 
-#: (input shape, target as given) of a reshape of a Var seen before -> target shape (None: x itself)
+#: (input shape, target as given) of a reshape of a Var seen before -> (target, target) (None: x itself)
 _RS_SIG: dict = {}
+
+
+def _movement(table: dict, key: tuple, node: Node, op: str, attr: str, build: Callable[[], Node]):
+    """The Var of one-input movement op ``op`` on ``node`` whose result depends only on ``key``
+    (the input's shape and dtype, the op's argument as given): from ``table``, ``key`` -> None (the
+    input itself) or (attribute ``attr``'s value, output shape), else ``build()``'s node, then
+    remembered (numpy-style calls repeat their arguments: the checks run once per signature)."""
+    try:
+        hit = table.get(key, False)
+    except TypeError:       # unhashable items: build checks them
+        hit = key = None
+    if hit is None:
+        return _new_var(node)
+    if hit is not False:
+        return _new_var(_built(op, (node,), {attr: hit[0]}, hit[1], node.dtype, node.fmt))
+    res = build()
+    if key is not None and len(table) < _EW_SIG_MAX:
+        table[key] = None if res is node else (res.attrs[attr], res.shape)
+    return wrap(res)
 
 
 def reshape(x: Any, shape: Any):
     """``x`` with a new shape (numpy's rules, one -1 allowed)."""
     if type(x) is _VAR and (type(shape) is tuple or type(shape) is list):
         node = x._node
-        key = (node.shape, tuple(shape))
-        try:
-            hit = _RS_SIG.get(key, False)
-        except TypeError:       # unhashable items: the checks below
-            hit = key = None
-        if hit is None:
-            return _new_var(node)
-        if hit is not False:
-            return _new_var(_built("reshape", (node,), {"shape": hit}, hit, node.dtype, node.fmt))
-        res = _reshape(node, shape)
-        if key is not None and len(_RS_SIG) < _EW_SIG_MAX:
-            _RS_SIG[key] = None if res is node else res.shape
-        return wrap(res)
+        return _movement(_RS_SIG, (node.shape, tuple(shape)), node, "reshape", "shape",
+                         lambda: _reshape(node, shape))
     return wrap(_reshape(x._node if type(x) is _VAR else as_node(x), shape))
 
 
@@ -509,7 +517,7 @@ def _reshape(node: Node, shape: Any) -> Node:
     return make_node("reshape", (node,), {"shape": target})
 
 
-#: (input shape, dtype, perm as given) of a transpose seen before -> (perm, output shape)
+#: (input shape, dtype, perm as given) of a transpose seen before -> (perm, output shape) (None: x)
 _TR_SIG: dict = {}
 
 
@@ -517,19 +525,8 @@ def transpose(x: Any, perm: Sequence[int] | None = None):
     """``x`` with its axes permuted (reversed when ``perm`` is None)."""
     if type(x) is _VAR and (perm is None or type(perm) is tuple or type(perm) is list):
         node = x._node
-        key = (node.shape, node.dtype, perm if type(perm) is not list else tuple(perm))
-        try:
-            hit = _TR_SIG.get(key)
-        except TypeError:       # unhashable items: the checks below
-            hit = key = None
-        if hit is not None:
-            if hit[0] is None:
-                return _new_var(node)
-            return _new_var(_built("transpose", (node,), {"perm": hit[0]}, hit[1], node.dtype, node.fmt))
-        res = _transpose(node, perm)
-        if key is not None and len(_TR_SIG) < _EW_SIG_MAX:
-            _TR_SIG[key] = (None, None) if res is node else (res.attrs["perm"], res.shape)
-        return wrap(res)
+        return _movement(_TR_SIG, (node.shape, node.dtype, perm if type(perm) is not list else tuple(perm)),
+                         node, "transpose", "perm", lambda: _transpose(node, perm))
     return wrap(_transpose(as_node(x), perm))
 
 
@@ -546,7 +543,7 @@ def _transpose(node: Node, perm: Sequence[int] | None) -> Node:
     return make_node("transpose", (node,), {"perm": perm})
 
 
-#: (input shape, dtype, target shape as given) of a broadcast seen before -> output shape (None: x)
+#: (input shape, dtype, target shape as given) of a broadcast seen before -> (shape, shape) (None: x)
 _BC_SIG: dict = {}
 
 
@@ -554,19 +551,8 @@ def broadcast_to(x: Any, shape: Sequence[int]):
     """``x`` broadcast to ``shape`` (numpy's rules and error)."""
     if type(x) is _VAR and (type(shape) is tuple or type(shape) is list):
         node = x._node
-        key = (node.shape, node.dtype, tuple(shape))
-        try:
-            hit = _BC_SIG.get(key, False)
-        except TypeError:       # unhashable items: the checks below
-            hit = key = None
-        if hit is None:
-            return _new_var(node)
-        if hit is not False:
-            return _new_var(_built("broadcast_to", (node,), {"shape": hit}, hit, node.dtype, node.fmt))
-        res = _broadcast_to(node, shape)
-        if key is not None and len(_BC_SIG) < _EW_SIG_MAX:
-            _BC_SIG[key] = None if res is node else res.shape
-        return wrap(res)
+        return _movement(_BC_SIG, (node.shape, node.dtype, tuple(shape)), node, "broadcast_to", "shape",
+                         lambda: _broadcast_to(node, shape))
     return wrap(_broadcast_to(as_node(x), shape))
 
 
