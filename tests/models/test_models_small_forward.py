@@ -235,6 +235,33 @@ def test_step_writers_match_numpy() -> None:
     assert _compiled(mod), "a case was not compiled into the plan kernel"
 
 
+_ROWS_W = np.random.default_rng(13).standard_normal((64, 32)).astype(np.float32) * 0.2
+_FEW_W = np.random.default_rng(14).standard_normal((100, 48)).astype(np.float32) * 0.1
+
+
+@pytest.mark.parametrize("name,shape,build,ref,gemm", [
+    # a linear layer on a batch of rows as MNN's converter writes small ones: one GEMM over all rows
+    ("matmul_3d_by_2d_weights", (1, 8, 64), lambda x: B.make_node("matmul", [x, F.const(_ROWS_W, [64, 32])._node]),
+     lambda x: x @ _ROWS_W, True),
+    # four rows, a small product: the kernel's row loops (each weight loaded once for the rows)
+    ("matmul_ex_few_rows", (4, 100), lambda x: B.make_node(
+        "matmul_ex", [x, F.const(_FEW_W, [100, 48])._node, F.const(np.linspace(-1, 1, 48, dtype=np.float32), [48])._node],
+        {"act": "relu"}), lambda x: np.maximum(x @ _FEW_W + np.linspace(-1, 1, 48, dtype=np.float32), 0), False),
+])
+def test_products_take_the_gemm_or_the_row_loops(name, shape, build, ref, gemm) -> None:
+    from mnnjit.backends.cpu.codegen.whole_plan import plan_source
+    mod = _module(build, [shape])
+    rng = np.random.default_rng(6)
+    for _ in range(3):
+        x = rng.standard_normal(shape).astype(np.float32)
+        got = mod.forward([F.const(x, list(shape))])[0].read()
+        np.testing.assert_allclose(got, ref(x), rtol=1e-5, atol=1e-5, err_msg=name)
+    assert _compiled(mod)
+    sl = mod._last_plan.step_list
+    source, _ = plan_source(sl.steps, sl.init, sl.feed_slots, sl.out_slots, sl.order)
+    assert ("gemm_linked(" in source) == gemm, name
+
+
 def test_tanh_keeps_nan_and_saturates() -> None:
     mod = _module(lambda x: B.make_node("tanh", [x]), [(8,)])
     xv = np.array([np.nan, np.inf, -np.inf, 0.0, 1e-20, -0.05, 0.2, 30.0], np.float32)

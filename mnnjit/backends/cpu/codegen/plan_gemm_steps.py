@@ -36,6 +36,13 @@ MIN_MACS = 1 << 13
 #: [17, 12] @ [12, 17] (a tiny ViT's attention) ran at ~2 GFLOP/s, the GEMM call several times that.
 MIN_BATCH_MACS = 1 << 9
 
+#: A 2-D ``matmul_ex`` of at most this many rows and fewer than :data:`FEW_ROWS_MACS`
+#: multiply-adds stays on the kernel's own row loops, which load each weight once for all the rows
+#: (the GEMM's partial panels cost more there: a 4-token transformer layer 41 -> 32 us; from 2M
+#: multiply-adds, weights streamed from L3, the GEMM is faster again).
+FEW_ROWS = 8
+FEW_ROWS_MACS = 1 << 19
+
 #: Products (m * n * k, all batches together) from this size call the C functions of
 #: :mod:`.plan_gemm_par` by symbol, which run them on the calling thread's Numba team when it has
 #: more than one thread (below it, waking the team and packing A once per thread cost more than
@@ -80,7 +87,7 @@ def matmul_ex(w: Any, node: Any, ins: tuple, out: int) -> bool:
     m, n = (int(d) for d in node.shape)
     ta, tb = bool(attrs.get("transpose_a")), bool(attrs.get("transpose_b"))
     k = int(a.shape[0] if ta else a.shape[1])
-    if m < 4 or n < 16 or k < 8 or m * n * k < MIN_MACS:
+    if m < 4 or n < 16 or k < 8 or m * n * k < MIN_MACS or (m <= FEW_ROWS and m * n * k < FEW_ROWS_MACS):
         return False
     weights = w.init[ins[1]]
     if weights is None and tb:
@@ -91,6 +98,32 @@ def matmul_ex(w: Any, node: Any, ins: tuple, out: int) -> bool:
         if bn.dtype != F32 or int(bn.size) != n or (len(bn.shape) and int(bn.shape[-1]) != n):
             return False
         bmode, bias = 1, w.value(ins[2])
+    _emit_gemm(w, ins, out, ta, m, k, n, weights, tb, bias, bmode, act)
+    return True
+
+
+def matmul_rows(w: Any, node: Any, ins: tuple, out: int) -> bool:
+    """``matmul`` of an operand of 2 or more axes and a 2-D one (a linear layer on every row of a
+    batch, as MNN's converter writes small layers: ``[1, 8, 64] @ [64, 32]``) as one GEMM over
+    all the rows (the batched writer's loops ran these at ~7 GFLOP/s)."""
+    a, b = node.inputs[0], node.inputs[1]
+    if len(b.shape) != 2 or len(a.shape) < 2:
+        return False
+    k, n = int(a.shape[-1]), int(b.shape[-1])
+    if int(b.shape[0]) != k or tuple(node.shape) != tuple(a.shape[:-1]) + (n,):
+        return False
+    m = math.prod(int(d) for d in a.shape[:-1])
+    if m < 4 or n < 16 or k < 8 or m * n * k < MIN_MACS:
+        return False
+    _emit_gemm(w, ins, out, False, m, k, n, w.init[ins[1]], False, "gs", 0, 0)
+    return True
+
+
+def _emit_gemm(w: Any, ins: tuple, out: int, ta: bool, m: int, k: int, n: int, weights: Any, tb: bool,
+               bias: str, bmode: int, act: int) -> None:
+    """One GEMM call writing ``out`` (``m x n``) from input ``ins[0]`` (``m x k``, or ``k x m``
+    with ``ta``) and ``ins[1]``: constant ``weights`` (``[k, n]``, or ``[n, k]`` with ``tb``)
+    packed once into the blob, else the computed ``[k, n]`` value in place."""
     an = w.value(ins[0])
     if weights is not None:
         from mnnjit.backends.cpu.codegen.plan_gemm_layout import pack_b
@@ -102,7 +135,6 @@ def matmul_ex(w: Any, node: Any, ins: tuple, out: int) -> bool:
     _need(w, m, k, m * n * k)
     fn = "gemm_linked" if m * n * k < PAR_MACS else "gemm_f32"
     w.emit(f"{fn}({an}, {int(ta)}, {m}, {k}, {bname}, {bpk}, {n}, {o}, {bias}, {bmode}, {act}, gs)")
-    return True
 
 
 def batched_matmul(w: Any, node: Any, ins: tuple, out: int) -> bool:

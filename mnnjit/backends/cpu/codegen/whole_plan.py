@@ -660,8 +660,8 @@ def _layer_norm(w: _Writer, node: Any, ins: tuple, out: int) -> None:
 
 def _batched_matmul(w: _Writer, node: Any, ins: tuple, out: int) -> None:
     """``np.matmul`` of two float32 operands of 2 or more axes (batch axes broadcast)."""
-    if plan_gemm_steps.batched_matmul(w, node, ins, out):
-        return  # one packed GEMM per batch
+    if plan_gemm_steps.batched_matmul(w, node, ins, out) or plan_gemm_steps.matmul_rows(w, node, ins, out):
+        return  # one packed GEMM per batch, or one over every row times a 2-D right operand
     a, b = node.inputs[0], node.inputs[1]
     if len(a.shape) < 2 or len(b.shape) < 2:
         raise _Unsupported("matmul of vectors")
