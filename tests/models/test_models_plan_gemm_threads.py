@@ -103,3 +103,33 @@ def test_small_kernels_are_not_threaded(monkeypatch) -> None:
     assert not m._last_plan.threaded
 
 
+
+
+def test_threaded_steps_keep_their_scratch_alive() -> None:
+    """The parallel product's per-thread scratch is allocated inside it and reached only by
+    address: it must stay allocated while the tasks write into it (it was freed before the loop:
+    heap corruption). The threaded steps run in a process whose allocator maps every block from
+    64 KB on by itself and unmaps it when freed, so a write after the free crashes."""
+    import os
+    import subprocess
+    import sys
+    code = (
+        "import sys, numpy as np\n"
+        f"sys.path[:0] = [{os.path.dirname(__file__)!r}, {os.path.dirname(os.path.dirname(__file__))!r}]\n"
+        "import test_models_plan_gemm_threads as t\n"
+        "from mnnjit import compiler\n"
+        "import mnnjit as MNN\n"
+        "xs, outs, shapes, ref = t._case_model()\n"
+        "m = MNN.nn.load_module(xs, outs)\n"
+        "compiler.set_num_threads(2)\n"
+        "rng = np.random.default_rng(9)\n"
+        "for _ in range(6):\n"
+        "    vals = [rng.standard_normal(s).astype(np.float32) for s in shapes]\n"
+        "    got = [o.read() for o in m.forward([MNN.expr.const(v, list(v.shape)) for v in vals])]\n"
+        "    for g, w in zip(got, ref(*vals)):\n"
+        "        np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-4)\n"
+        "assert getattr(m._last_plan.run, '__qualname__', '').startswith('_runner')\n"
+        "print('ok')\n")
+    env = dict(os.environ, MALLOC_MMAP_THRESHOLD_="65536", MNNJIT_PLAN_KERNEL_CALLS="0", MNNJIT_COMPILE="sync")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=900)
+    assert out.returncode == 0 and "ok" in out.stdout, (out.returncode, out.stderr[-3000:])

@@ -121,7 +121,10 @@ def _gemm_par_c(ap, asz, ta, m, k, bp, bsz, bpk, n, cp, csz, biasp, biasz, bmode
         for q in range(q0, q1):
             _gemm(ap + 4 * q * sa, sa, ta, m, k, bp + 4 * q * sb, sb, bpk, n, j0, j1 - j0, cp + 4 * q * sc, sc,
                   biasp, biasz, bmode, act, sp0 + 4 * t * ss, ss)
-    return 0
+    # a use of the scratch after the loop: Numba frees an array after its last use, and the loop
+    # only has its address (freed before the tasks wrote into it: heap corruption, a crash under
+    # glibc's malloc checks); this is 0
+    return scratch.shape[0] - parts * ss
 
 
 llvm.add_symbol(PAR_SYMBOL, _gemm_par_c.address)
