@@ -128,6 +128,11 @@ ZOO: list[Entry] = [
     Entry("tf_l1_s256_d512", "transformer", "TransformerEncoder 1 layer, seq 256, width 512, 8 heads, ff 2048",
           _transformer(1, 512, 8, 2048), (1, 256, 512), 6),
     # recurrent [steps, batch, features]
+    # odd and deep shapes (a matmul of rows by 2-D weights, a head width of 40, 6 layers of width 32)
+    Entry("tf_l6_s8_d32", "transformer", "TransformerEncoder 6 layers, seq 8, width 32, 2 heads, ff 64",
+          _transformer(6, 32, 2, 64), (1, 8, 32), 102),
+    Entry("tf_l1_s50_d200", "transformer", "TransformerEncoder 1 layer, seq 50, width 200, 5 heads, ff 400",
+          _transformer(1, 200, 5, 400), (1, 50, 200), 103),
     Entry("lstm_l1_t10_h32", "lstm", "LSTM 16->32, 1 layer, 10 steps", _rnn("lstm", 16, 32, 1, False), (10, 1, 16), 11),
     Entry("lstm_bi_l2_t10_h32", "lstm", "bidirectional LSTM 16->32, 2 layers, 10 steps",
           _rnn("lstm", 16, 32, 2, True), (10, 1, 16), 12),
@@ -138,12 +143,14 @@ ZOO: list[Entry] = [
           _rnn("gru", 32, 64, 1, True), (50, 2, 32), 15),
     Entry("gru_l2_t20_h64", "gru", "GRU 32->64, 2 layers, 20 steps", _rnn("gru", 32, 64, 2, False), (20, 1, 32), 16),
     # MLPs [batch, features]
+    Entry("gru_l1_t30_h256", "gru", "GRU 64->256, 1 layer, 30 steps", _rnn("gru", 64, 256, 1, False), (30, 1, 64), 105),
     Entry("mlp_b1", "mlp", "Linear(64,128)-ReLU-Linear(128,10)-Softmax, batch 1", _mlp([64, 128, 10]), (1, 64), 21),
     Entry("mlp_b16", "mlp", "256-512-256-10 MLP with ReLU and Softmax, batch 16", _mlp([256, 512, 256, 10]),
           (16, 256), 22),
     Entry("mlp_b64", "mlp", "784-512-512-10 MLP with ReLU and Softmax, batch 64", _mlp([784, 512, 512, 10]),
           (64, 784), 23),
     # vision transformers [batch, 3, H, W]
+    Entry("mlp_b4_odd", "mlp", "100-300-50-7 MLP with ReLU and Softmax, batch 4", _mlp([100, 300, 50, 7]), (4, 100), 107),
     Entry("vit_tiny", "vit", "ViT 32x32 image, patch 8, width 48, 2 pre-norm GELU layers, 4 heads, 10 classes",
           _vit(32, 8, 48, 2, 4, 10), (1, 3, 32, 32), 31),
     Entry("vit_small", "vit", "ViT 64x64 image, patch 8, width 192, 4 pre-norm GELU layers, 6 heads, 100 classes",
