@@ -60,13 +60,9 @@ def _backend_settings(name: str | None, rt: RuntimeManager | None) -> Any:
 
 def _own_var(arr: np.ndarray, fmt: str) -> Var:
     """A Var whose own memory is ``arr``: a fresh, C-contiguous array nothing else holds, in a
-    format other than NC4HW4 (``Node.constant`` written out: once per output and forward)."""
-    node = _new(OwnConst)
-    node.attrs, node.name = {}, ""
-    node.shape, node.dtype, node.fmt, node._value = arr.shape, arr.dtype, fmt, arr
-    node.stamp = _graph._write_counter
+    format other than NC4HW4."""
     v = _new(Var)
-    v._node = node
+    v._node = OwnConst.constant(arr, fmt)
     return v
 
 
@@ -295,7 +291,8 @@ class _Module:
                 arr = node._value
                 if arr is not None:
                     arr = one[3](arr)
-                    # (``_own_var`` written out)
+                    # (``_own_var`` and ``OwnConst.constant`` written out: two calls are ~3 % of
+                    # this forward)
                     node = _new(OwnConst)
                     node.attrs, node.name = {}, ""
                     node.shape, node.dtype, node.fmt, node._value = arr.shape, arr.dtype, one[4], arr
@@ -320,7 +317,8 @@ class _Module:
                 arr = node.value if node.live else node._value
                 if arr is not None:
                     threads = self._threads
-                    if threads and (other or plan._fast is None or plan.threaded):
+                    set_threads = threads and (other or plan._fast is None or plan.threaded)
+                    if set_threads:
                         _set_threads(threads)
                     if kind is Var:
                         # a one-output kernel's own call: its output is fresh, this Var's alone
@@ -328,7 +326,7 @@ class _Module:
                         if one is not None:
                             out_fmt = plan.out_fmts[0]
                             if out_fmt != "NC4HW4":
-                                if not (threads and (other or plan._fast is None or plan.threaded)):
+                                if not set_threads:
                                     self._one = (shape, dtype, fmt, one, out_fmt)
                                 return _own_var(one(arr), out_fmt)
                     outs = plan.run([arr])

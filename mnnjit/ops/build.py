@@ -477,11 +477,13 @@ def resolve_shape(size: int, shape: Iterable[Any]) -> tuple[int, ...]:
 _RS_SIG: dict = {}
 
 
-def _movement(table: dict, key: tuple, node: Node, op: str, attr: str, build: Callable[[], Node]):
+def _movement(table: dict, key: tuple, node: Node, op: str, attr: str, build: Callable[[Node, Any], Node],
+              arg: Any):
     """The Var of one-input movement op ``op`` on ``node`` whose result depends only on ``key``
-    (the input's shape and dtype, the op's argument as given): from ``table``, ``key`` -> None (the
-    input itself) or (attribute ``attr``'s value, output shape), else ``build()``'s node, then
-    remembered (numpy-style calls repeat their arguments: the checks run once per signature)."""
+    (the input's shape and dtype, the op's argument ``arg`` as given): from ``table``, ``key`` ->
+    None (the input itself) or (attribute ``attr``'s value, output shape), else ``build(node, arg)``'s
+    node, then remembered (numpy-style calls repeat their arguments: the checks run once per
+    signature)."""
     try:
         hit = table.get(key, False)
     except TypeError:       # unhashable items: build checks them
@@ -490,7 +492,7 @@ def _movement(table: dict, key: tuple, node: Node, op: str, attr: str, build: Ca
         return _new_var(node)
     if hit is not False:
         return _new_var(_built(op, (node,), {attr: hit[0]}, hit[1], node.dtype, node.fmt))
-    res = build()
+    res = build(node, arg)
     if key is not None and len(table) < _EW_SIG_MAX:
         table[key] = None if res is node else (res.attrs[attr], res.shape)
     return wrap(res)
@@ -500,8 +502,7 @@ def reshape(x: Any, shape: Any):
     """``x`` with a new shape (numpy's rules, one -1 allowed)."""
     if type(x) is _VAR and (type(shape) is tuple or type(shape) is list):
         node = x._node
-        return _movement(_RS_SIG, (node.shape, tuple(shape)), node, "reshape", "shape",
-                         lambda: _reshape(node, shape))
+        return _movement(_RS_SIG, (node.shape, tuple(shape)), node, "reshape", "shape", _reshape, shape)
     return wrap(_reshape(x._node if type(x) is _VAR else as_node(x), shape))
 
 
@@ -526,7 +527,7 @@ def transpose(x: Any, perm: Sequence[int] | None = None):
     if type(x) is _VAR and (perm is None or type(perm) is tuple or type(perm) is list):
         node = x._node
         return _movement(_TR_SIG, (node.shape, node.dtype, perm if type(perm) is not list else tuple(perm)),
-                         node, "transpose", "perm", lambda: _transpose(node, perm))
+                         node, "transpose", "perm", _transpose, perm)
     return wrap(_transpose(as_node(x), perm))
 
 
@@ -552,7 +553,7 @@ def broadcast_to(x: Any, shape: Sequence[int]):
     if type(x) is _VAR and (type(shape) is tuple or type(shape) is list):
         node = x._node
         return _movement(_BC_SIG, (node.shape, node.dtype, tuple(shape)), node, "broadcast_to", "shape",
-                         lambda: _broadcast_to(node, shape))
+                         _broadcast_to, shape)
     return wrap(_broadcast_to(as_node(x), shape))
 
 

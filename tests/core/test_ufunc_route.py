@@ -158,22 +158,23 @@ def test_threads_each_run_in_their_own_error_state_context(monkeypatch):
             y[:3] = 0.0
             a, b = jnp.array(x), jnp.array(y)
             start.wait()
-            with warnings.catch_warnings():
-                warnings.simplefilter("error")
-                for _ in range(300):
-                    np.testing.assert_array_equal((a + b).read(), x + y)
-                    with np.errstate(all="ignore"):
-                        want = x / y
-                    np.testing.assert_array_equal((a / b).read(), want)
+            for _ in range(300):
+                np.testing.assert_array_equal((a + b).read(), x + y)
+                with np.errstate(all="ignore"):
+                    want = x / y
+                np.testing.assert_array_equal((a / b).read(), want)
             runners[threading.get_ident()] = fperr.LOCAL.run
         except Exception as exc:  # noqa: BLE001 - reported by the main thread
             errors.append(exc)
 
     threads = [threading.Thread(target=work, args=(k,)) for k in range(3)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    # (the warnings filters are process-wide and catch_warnings is not thread-safe: set here, once)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
     assert not errors, errors
     assert len(runners) == 3 and len({id(r) for r in runners.values()}) == 3
     assert not fallbacks

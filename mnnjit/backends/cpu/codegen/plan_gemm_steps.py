@@ -38,7 +38,7 @@ MIN_BATCH_MACS = 1 << 9
 
 #: A 2-D ``matmul_ex`` of at most this many rows and fewer than :data:`FEW_ROWS_MACS`
 #: multiply-adds stays on the kernel's own row loops, which load each weight once for all the rows
-#: (the GEMM's partial panels cost more there: a 4-token transformer layer 41 -> 32 us; from 2M
+#: (the GEMM's partial panels cost more there: a 4-token transformer layer 41 -> 34 us; from 2M
 #: multiply-adds, weights streamed from L3, the GEMM is faster again).
 FEW_ROWS = 8
 FEW_ROWS_MACS = 1 << 19

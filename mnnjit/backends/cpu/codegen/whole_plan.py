@@ -915,6 +915,8 @@ def compile_plan(steps: list, init: list, feed_slots: list, out_slots: list, ord
         return None
     source, blob = made
     wsn = sizes["workspace"]
+    used = [k for k, s in enumerate(feed_slots) if s is not None]
+    shapes = [tuple(int(d) for d in order[s].shape) for s in out_slots]
     from mnnjit.backends.cpu.runtime import jit
     try:
         if _compiling_in_background():
@@ -925,8 +927,7 @@ def compile_plan(steps: list, init: list, feed_slots: list, out_slots: list, ord
             if sample is not None:
                 # (the caller's own input arrays, only read: their types are the signature the
                 # foreground's calls will have, read-only flags included)
-                args = [sample[k] for k in used_feeds(feed_slots)] + [blob] \
-                    + [np.empty(tuple(int(d) for d in order[s].shape), F32) for s in out_slots] + [np.empty(wsn, F32)]
+                args = [sample[k] for k in used] + [blob] + [np.empty(s, F32) for s in shapes] + [np.empty(wsn, F32)]
 
                 def first_call(k: Any) -> None:
                     k(*args)
@@ -938,8 +939,6 @@ def compile_plan(steps: list, init: list, feed_slots: list, out_slots: list, ord
             kernel = jit.get_kernel("plan " + source, lambda: source)
     except Exception:  # noqa: BLE001 - a kernel that cannot be built leaves the plan on numpy
         return None
-    used = used_feeds(feed_slots)
-    shapes = [tuple(int(d) for d in order[s].shape) for s in out_slots]
     if sample is not None:
         outs = [np.empty(shape, F32) for shape in shapes]
         wsa = np.empty(wsn, F32)
@@ -965,11 +964,6 @@ def compile_plan(steps: list, init: list, feed_slots: list, out_slots: list, ord
     # count it wants before each call; a kernel without one runs on the calling thread alone)
     run.threaded = sizes["threaded"]  # type: ignore[attr-defined]
     return run
-
-
-def used_feeds(feed_slots: list) -> list[int]:
-    """The inputs a plan kernel takes: those whose value some step reads."""
-    return [k for k, s in enumerate(feed_slots) if s is not None]
 
 
 def _compiling_in_background() -> bool:
